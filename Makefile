@@ -1,0 +1,46 @@
+# mcbake — see README.md.
+GO        ?= go
+TAGS      := containers_image_openpgp exclude_graphdriver_btrfs
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -s -w -X main.version=$(VERSION)
+GOFLAGS_B := -tags "$(TAGS)" -trimpath
+export CGO_ENABLED := 1
+
+FUZZTIME  ?= 5s
+DEMO      := _demo
+
+.PHONY: all build test unit fuzz demo bench image clean update-golden vet
+
+all: build
+
+build:
+	$(GO) build $(GOFLAGS_B) -ldflags "$(LDFLAGS)" -o bin/mcbake ./cmd/mcbake
+
+vet:
+	$(GO) vet -tags "$(TAGS)" ./...
+
+# test: everything CI runs. Installs ostree/skopeo/umoci/buildah/crun when
+# missing (as root), runs every test, then each fuzz target briefly.
+test: vet
+	./hack/test-deps.sh
+	$(GO) test -tags "$(TAGS)" -count=1 -timeout 20m ./...
+	$(MAKE) --no-print-directory fuzz
+
+fuzz:
+	$(GO) test -tags "$(TAGS)" -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./internal/machineconfig
+	$(GO) test -tags "$(TAGS)" -run '^$$' -fuzz '^FuzzRender$$' -fuzztime $(FUZZTIME) ./internal/render
+
+update-golden:
+	$(GO) test -tags "$(TAGS)" ./... -update
+
+demo: build
+	./hack/demo.sh
+
+bench: build
+	./hack/bench.sh
+
+image:
+	./hack/image.sh
+
+clean:
+	rm -rf bin $(DEMO) _bench

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcbake/mcbake/internal/machineconfig"
+	"github.com/mcbake/mcbake/internal/render"
+)
+
+func newRenderCommand() *cobra.Command {
+	var files []string
+	var out, root string
+	cmd := &cobra.Command{
+		Use:   "render -f MC... -o DIR [--root DIR]",
+		Short: "Render MachineConfigs to the files the machine-config-daemon writes, with an ownership manifest",
+		Long: `Render merges the MachineConfigs and writes what the machine-config-daemon
+would write on a node to DIR/rootfs, and the ownership manifest to
+DIR/manifest.json. --root is a directory where owner names resolve
+(etc/passwd, usr/lib/passwd), presets and base unit files are read, and
+parent symlinks are followed.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			res, err := renderFiles(cmd, files, root)
+			if err != nil {
+				return err
+			}
+			if err := render.WriteTree(out, res.result, res.manifest, os.Geteuid() == 0); err != nil {
+				return fmt.Errorf("writing %s: %w", out, err)
+			}
+			return printSummary(cmd.OutOrStdout(), out, res.manifest)
+		},
+	}
+	addMachineConfigFlag(cmd, &files)
+	cmd.Flags().StringVarP(&out, "output", "o", "", "output directory (rootfs/ and manifest.json)")
+	cmd.Flags().StringVar(&root, "root", "", "directory where owner names resolve and presets are read")
+	_ = cmd.MarkFlagRequired("output")
+	return cmd
+}
+
+func addMachineConfigFlag(cmd *cobra.Command, files *[]string) {
+	cmd.Flags().StringArrayVarP(files, "machineconfig", "f", nil, "MachineConfig file or directory (YAML or JSON; - for stdin); repeatable")
+	_ = cmd.MarkFlagRequired("machineconfig")
+}
+
+type rendered struct {
+	result   *render.Result
+	manifest *manifestT
+}
+
+func renderFiles(cmd *cobra.Command, files []string, root string) (*rendered, error) {
+	mcs, err := machineconfig.Load(files, cmd.InOrStdin())
+	if err != nil {
+		return nil, err
+	}
+	var r render.Root
+	if root != "" {
+		abs, err := filepath.Abs(root)
+		if err != nil {
+			return nil, err
+		}
+		if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("--root %s: not a directory", root)
+		}
+		r = render.DirRoot(abs)
+	}
+	merged := machineconfig.Merge(mcs)
+	res, err := render.Render(merged, r)
+	if err != nil {
+		return nil, err
+	}
+	return &rendered{result: res, manifest: res.Manifest(mcs)}, nil
+}

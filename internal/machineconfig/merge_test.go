@@ -1,0 +1,217 @@
+package machineconfig
+
+import (
+	"encoding/json"
+	"regexp"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// parseOne parses a single-MachineConfig document or fails the test.
+func parseOne(t *testing.T, file, doc string) *MachineConfig {
+	t.Helper()
+	mcs, err := Parse(file, []byte(doc))
+	if err != nil || len(mcs) != 1 {
+		t.Fatalf("Parse(%s) = %d MachineConfigs, %v; want 1, nil", file, len(mcs), err)
+	}
+	return mcs[0]
+}
+
+// mergeInputs are three MachineConfigs given out of name order.
+func mergeInputs(t *testing.T) []*MachineConfig {
+	a := parseOne(t, "a.yaml", `kind: MachineConfig
+metadata: {name: 00-a}
+spec:
+  kernelArguments: [a=1, b]
+  extensions: [usbguard]
+  osImageURL: quay.io/a
+  config:
+    ignition: {version: 3.2.0}
+    passwd: {users: [{name: core, sshAuthorizedKeys: [k1, k2]}]}
+    storage:
+      files:
+      - {path: /etc/only-a, contents: {source: "data:,a"}}
+      - {path: /etc/shared, contents: {source: "data:,x"}}
+      directories: [{path: /etc/d, mode: 0700}]
+      links: [{path: /etc/l, target: /etc/only-a}]
+    systemd:
+      units: [{name: u.service, enabled: true, contents: "[Unit]\n"}]
+`)
+	b := parseOne(t, "b.yaml", `kind: MachineConfig
+metadata: {name: 99-b}
+spec:
+  kernelArguments: [a=1]
+  kernelType: realtime
+  config:
+    ignition: {version: 3.5.0}
+    passwd: {users: [{name: core, passwordHash: "$6$b", sshAuthorizedKeys: [k2, "  k3  "]}]}
+    storage:
+      files: [{path: /etc/shared, contents: {source: "data:,y"}}]
+      links: [{path: /etc/l, target: /etc/only-b}]
+    systemd:
+      units: [{name: u.service, mask: true}]
+`)
+	c := parseOne(t, "c.yaml", `kind: MachineConfig
+metadata: {name: 50-c}
+spec:
+  kernelArguments: [c]
+  extensions: [kernel-devel, usbguard]
+  fips: true
+  config:
+    ignition: {version: 3.4.0}
+    storage:
+      files:
+      - {path: /etc/shared, contents: {source: "data:,y"}}
+      - {path: /etc/only-c}
+      directories: [{path: /etc/d, mode: 0700}]
+`)
+	return []*MachineConfig{b, a, c}
+}
+
+func TestMerge(t *testing.T) {
+	in := mergeInputs(t)
+	m := Merge(in)
+
+	if got, want := []string{in[0].Name, in[1].Name, in[2].Name}, []string{"99-b", "00-a", "50-c"}; !cmp.Equal(got, want) {
+		t.Errorf("Merge changed its input order to %q, want %q", got, want)
+	}
+	var order []string
+	for _, mc := range m.MachineConfigs {
+		order = append(order, mc.Name)
+	}
+	if diff := cmp.Diff([]string{"00-a", "50-c", "99-b"}, order); diff != "" {
+		t.Errorf("Merge().MachineConfigs order mismatch (-want +got):\n%s", diff)
+	}
+	if !regexp.MustCompile(`^rendered-mcbake-[0-9a-f]{16}$`).MatchString(m.Name) {
+		t.Errorf("Merge().Name = %q, want rendered-mcbake-<16 hex>", m.Name)
+	}
+
+	type item struct{ Key, MC, Field, Source string }
+	var files []item
+	for _, f := range m.Files {
+		src := ""
+		if f.Contents.Source != nil {
+			src = *f.Contents.Source
+		}
+		files = append(files, item{f.Path, f.Source.MachineConfig, f.Source.Field, src})
+	}
+	wantFiles := []item{
+		{"/etc/only-a", "00-a", "spec.config.storage.files[0]", "data:,a"},
+		{"/etc/shared", "99-b", "spec.config.storage.files[0]", "data:,y"},
+		{"/etc/only-c", "50-c", "spec.config.storage.files[1]", ""},
+	}
+	if diff := cmp.Diff(wantFiles, files); diff != "" {
+		t.Errorf("Merge().Files mismatch (-want +got):\n%s", diff)
+	}
+	var rest []item
+	for _, d := range m.Directories {
+		rest = append(rest, item{d.Path, d.Source.MachineConfig, d.Source.Field, ""})
+	}
+	for _, l := range m.Links {
+		rest = append(rest, item{l.Path, l.Source.MachineConfig, l.Source.Field, *l.Target})
+	}
+	for _, u := range m.Units {
+		rest = append(rest, item{u.Name, u.Source.MachineConfig, u.Source.Field, ""})
+	}
+	wantRest := []item{
+		{"/etc/d", "50-c", "spec.config.storage.directories[0]", ""},
+		{"/etc/l", "99-b", "spec.config.storage.links[0]", "/etc/only-b"},
+		{"u.service", "99-b", "spec.config.systemd.units[u.service]", ""},
+	}
+	if diff := cmp.Diff(wantRest, rest); diff != "" {
+		t.Errorf("Merge() directories, links and units mismatch (-want +got):\n%s", diff)
+	}
+	if m.Units[0].Mask == nil || !*m.Units[0].Mask || m.Units[0].Contents != nil {
+		t.Errorf("Merge().Units[0] = %+v, want 99-b's masked unit replacing 00-a's", m.Units[0].Unit)
+	}
+
+	src := func(file, mc, field string) Source { return Source{File: file, MachineConfig: mc, Field: field} }
+	wantConflicts := []Conflict{
+		{Kind: "file", Key: "/etc/shared", Winner: src("c.yaml", "50-c", "spec.config.storage.files[0]"), Loser: src("a.yaml", "00-a", "spec.config.storage.files[1]")},
+		{Kind: "file", Key: "/etc/shared", Winner: src("b.yaml", "99-b", "spec.config.storage.files[0]"), Loser: src("c.yaml", "50-c", "spec.config.storage.files[0]"), Identical: true},
+		{Kind: "directory", Key: "/etc/d", Winner: src("c.yaml", "50-c", "spec.config.storage.directories[0]"), Loser: src("a.yaml", "00-a", "spec.config.storage.directories[0]"), Identical: true},
+		{Kind: "link", Key: "/etc/l", Winner: src("b.yaml", "99-b", "spec.config.storage.links[0]"), Loser: src("a.yaml", "00-a", "spec.config.storage.links[0]")},
+		{Kind: "unit", Key: "u.service", Winner: src("b.yaml", "99-b", "spec.config.systemd.units[u.service]"), Loser: src("a.yaml", "00-a", "spec.config.systemd.units[u.service]")},
+	}
+	if diff := cmp.Diff(wantConflicts, m.Conflicts); diff != "" {
+		t.Errorf("Merge().Conflicts mismatch (-want +got):\n%s", diff)
+	}
+
+	if diff := cmp.Diff([]string{"a=1", "b", "c", "a=1"}, m.KernelArguments); diff != "" {
+		t.Errorf("Merge().KernelArguments mismatch (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"usbguard", "kernel-devel"}, m.Extensions); diff != "" {
+		t.Errorf("Merge().Extensions mismatch (-want +got):\n%s", diff)
+	}
+	wantKeys := []SSHKey{
+		{Key: "k1", Source: src("a.yaml", "00-a", "spec.config.passwd.users[0].sshAuthorizedKeys[0]")},
+		{Key: "k2", Source: src("a.yaml", "00-a", "spec.config.passwd.users[0].sshAuthorizedKeys[1]")},
+		{Key: "k3", Source: src("b.yaml", "99-b", "spec.config.passwd.users[0].sshAuthorizedKeys[1]")},
+	}
+	if diff := cmp.Diff(wantKeys, m.SSHKeys); diff != "" {
+		t.Errorf("Merge().SSHKeys mismatch (-want +got):\n%s", diff)
+	}
+	type scalars struct {
+		OSImageURL, KernelType, PasswordHash string
+		FIPS                                 bool
+	}
+	got := scalars{m.OSImageURL, m.KernelType, "", m.FIPS}
+	if m.PasswordHash != nil {
+		got.PasswordHash = *m.PasswordHash
+	}
+	if diff := cmp.Diff(scalars{"quay.io/a", "realtime", "$6$b", true}, got); diff != "" {
+		t.Errorf("Merge() scalars mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestMergeName(t *testing.T) {
+	in := mergeInputs(t)
+	if got := Merge(in[:1]).Name; got != "99-b" {
+		t.Errorf("Merge(99-b).Name = %q, want %q", got, "99-b")
+	}
+	if a, b := Merge(in).Name, Merge([]*MachineConfig{in[2], in[0], in[1]}).Name; a != b {
+		t.Errorf("Merge(in).Name = %q, Merge(reordered in).Name = %q, want them equal", a, b)
+	}
+	if a, b := Merge(in).Name, Merge(in[1:]).Name; a == b {
+		t.Errorf("Merge(3 MCs).Name = Merge(2 MCs).Name = %q, want them to differ", a)
+	}
+}
+
+// TestMergedJSON checks the stored current config: a MachineConfig object
+// that parses back to the merged Ignition config.
+func TestMergedJSON(t *testing.T) {
+	m := Merge(mergeInputs(t))
+	b, err := m.JSON()
+	if err != nil {
+		t.Fatalf("Merged.JSON() = %v", err)
+	}
+	var head struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		t.Fatalf("Merged.JSON() is not JSON: %v", err)
+	}
+	if head.APIVersion != APIVersion || head.Kind != Kind {
+		t.Errorf("Merged.JSON() apiVersion, kind = %q, %q, want %q, %q", head.APIVersion, head.Kind, APIVersion, Kind)
+	}
+	// The stored config still holds the masked unit and the password hash,
+	// so its own refusal check must pass.
+	back := parseOne(t, "currentconfig", string(b))
+	if back.Name != m.Name {
+		t.Errorf("Parse(Merged.JSON()).Name = %q, want %q", back.Name, m.Name)
+	}
+	if diff := cmp.Diff(m.Ignition(), back.Ignition); diff != "" {
+		t.Errorf("Parse(Merged.JSON()).Ignition mismatch (-want +got):\n%s", diff)
+	}
+	wantSpec := Spec{OSImageURL: "quay.io/a", KernelArguments: []string{"a=1", "b", "c", "a=1"}, Extensions: []string{"usbguard", "kernel-devel"}, FIPS: true, KernelType: "realtime"}
+	back.Spec.Config = nil
+	if diff := cmp.Diff(wantSpec, back.Spec); diff != "" {
+		t.Errorf("Parse(Merged.JSON()).Spec mismatch (-want +got):\n%s", diff)
+	}
+	again, err := m.JSON()
+	if err != nil || string(again) != string(b) {
+		t.Errorf("Merged.JSON() is not deterministic: %v", err)
+	}
+}

@@ -1,0 +1,256 @@
+package render
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"syscall"
+
+	securejoin "github.com/cyphar/filepath-securejoin"
+	"golang.org/x/sys/unix"
+
+	"github.com/mcbake/mcbake/internal/manifest"
+)
+
+// WriteTree writes the rendered entries under dir/rootfs (at their resolved
+// paths) and the manifest to dir/manifest.json. Owners are applied when
+// chown is true (it needs root). The output is built in a temporary
+// sibling of dir and moved into place at the end, replacing dir (with an
+// atomic exchange where the filesystem supports it); on error nothing is
+// left behind and an earlier dir is kept. dir must be absent, empty, or an
+// earlier WriteTree output (only rootfs and manifest.json): WriteTree never
+// replaces anything else. Writing never follows a symlink inside rootfs.
+// Absent entries and hard links whose target is not a rendered file are
+// recorded in the manifest only.
+func WriteTree(dir string, res *Result, m *manifest.Manifest, chown bool) (err error) {
+	if err := checkReplaceable(dir); err != nil {
+		return err
+	}
+	parent := filepath.Dir(filepath.Clean(dir))
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp-")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, os.RemoveAll(tmp))
+		}
+	}()
+	if err := writeRootfs(filepath.Join(tmp, "rootfs"), res.Entries, chown); err != nil {
+		return err
+	}
+	b, err := manifest.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if err := writeNew(filepath.Join(tmp, "manifest.json"), b, 0o644); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return err
+	}
+	return replaceDir(tmp, dir)
+}
+
+// checkReplaceable refuses to replace dir unless it is absent, empty or
+// an earlier WriteTree output.
+func checkReplaceable(dir string) error {
+	fi, err := os.Lstat(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s exists and is not a directory", dir)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if e.Name() != "rootfs" && e.Name() != "manifest.json" {
+			return fmt.Errorf("%s is not empty and not an earlier render output (it has %s): refusing to replace it", dir, e.Name())
+		}
+	}
+	return nil
+}
+
+// replaceDir moves tmp to dir. An existing dir is exchanged with tmp in one
+// renameat2(RENAME_EXCHANGE) and then removed; where the filesystem cannot
+// exchange, it is moved aside first.
+func replaceDir(tmp, dir string) error {
+	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
+		return os.Rename(tmp, dir)
+	}
+	err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, dir, unix.RENAME_EXCHANGE)
+	switch {
+	case err == nil:
+		if err := os.RemoveAll(tmp); err != nil {
+			return fmt.Errorf("removing the earlier output: %w", err)
+		}
+		return nil
+	case errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS):
+		return moveAside(tmp, dir)
+	}
+	return &os.LinkError{Op: "exchange", Old: tmp, New: dir, Err: err}
+}
+
+// moveAside renames dir aside, tmp into place, then removes the old dir.
+func moveAside(tmp, dir string) error {
+	old := tmp + ".old"
+	if err := os.Rename(dir, old); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return errors.Join(err, os.Rename(old, dir))
+	}
+	if err := os.RemoveAll(old); err != nil {
+		return fmt.Errorf("removing the earlier output: %w", err)
+	}
+	return nil
+}
+
+func writeRootfs(rootfs string, entries []Entry, chown bool) error {
+	sorted := append([]Entry(nil), entries...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Where() < sorted[j].Where() })
+	if err := os.MkdirAll(rootfs, 0o755); err != nil {
+		return err
+	}
+	files := map[string]string{} // Path -> Where of written regular files
+	var hard, dirs []Entry
+	for _, e := range sorted {
+		switch e.Type {
+		case manifest.Absent:
+			continue
+		case manifest.Hardlink:
+			hard = append(hard, e)
+			continue
+		}
+		if err := writeEntry(rootfs, e, chown); err != nil {
+			return fmt.Errorf("writing %s: %w", e.Where(), err)
+		}
+		switch e.Type {
+		case manifest.File:
+			files[e.Path] = e.Where()
+		case manifest.Directory:
+			dirs = append(dirs, e)
+		}
+	}
+	for _, e := range hard {
+		if err := writeHardlink(rootfs, e, files); err != nil {
+			return fmt.Errorf("writing %s: %w", e.Where(), err)
+		}
+	}
+	// Directory modes last, deepest first, so that a read-only directory
+	// does not stop its children from being written.
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if err := os.Chmod(filepath.Join(rootfs, dirs[i].Where()), os.FileMode(dirs[i].Mode)&os.ModePerm); err != nil {
+			return fmt.Errorf("writing %s: %w", dirs[i].Where(), err)
+		}
+	}
+	return nil
+}
+
+// hostPath returns where the image path p lives under rootfs, after
+// checking that p is absolute and clean and that its parent directories
+// exist (created 0755 when missing) without crossing a symlink.
+func hostPath(rootfs, p string) (string, error) {
+	if !cleanAbs(p) || p == "/" {
+		return "", fmt.Errorf("path %q is not absolute and clean", p)
+	}
+	parent := filepath.Join(rootfs, path.Dir(p))
+	safe, err := securejoin.SecureJoin(rootfs, path.Dir(p))
+	if err != nil {
+		return "", err
+	}
+	if safe != parent {
+		return "", fmt.Errorf("a parent directory of %s is a symlink", p)
+	}
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return "", err
+	}
+	return filepath.Join(rootfs, p), nil
+}
+
+func writeEntry(rootfs string, e Entry, chown bool) error {
+	p, err := hostPath(rootfs, e.Where())
+	if err != nil {
+		return err
+	}
+	switch e.Type {
+	case manifest.File:
+		err = writeNew(p, e.Content, os.FileMode(e.Mode)&os.ModePerm)
+	case manifest.Directory:
+		err = mkdirNoFollow(p)
+	case manifest.Symlink:
+		err = os.Symlink(e.Target, p)
+	default:
+		err = fmt.Errorf("unknown entry type %q", e.Type)
+	}
+	if err != nil {
+		return err
+	}
+	if chown {
+		return os.Lchown(p, e.UID, e.GID)
+	}
+	return nil
+}
+
+// writeNew creates the regular file p (never following a symlink, never
+// replacing anything) with data and mode, applied with chmod so the umask
+// does not interfere.
+func writeNew(p string, data []byte, mode os.FileMode) (err error) {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	defer closeInto(&err, f)
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	return f.Chmod(mode)
+}
+
+// mkdirNoFollow creates the directory p, accepting an existing directory
+// (a parent created for an earlier entry) but not a symlink to one.
+func mkdirNoFollow(p string) error {
+	err := os.Mkdir(p, 0o700)
+	if err == nil || !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	fi, lerr := os.Lstat(p)
+	if lerr != nil {
+		return lerr
+	}
+	if !fi.IsDir() {
+		return err
+	}
+	return nil
+}
+
+// writeHardlink links e to the rendered file it names; a target that is not
+// a rendered file (one only the root has) is skipped.
+func writeHardlink(rootfs string, e Entry, files map[string]string) error {
+	where, ok := files[e.Target]
+	if !ok {
+		return nil
+	}
+	p, err := hostPath(rootfs, e.Where())
+	if err != nil {
+		return err
+	}
+	return os.Link(filepath.Join(rootfs, where), p)
+}
+
+// closeInto closes c, keeping the first error in *err.
+func closeInto(err *error, c io.Closer) {
+	if cerr := c.Close(); cerr != nil && *err == nil {
+		*err = cerr
+	}
+}

@@ -1,0 +1,215 @@
+package render
+
+import (
+	"bytes"
+	"path"
+	"strings"
+
+	"github.com/coreos/go-systemd/v22/unit"
+
+	"github.com/mcbake/mcbake/internal/machineconfig"
+	"github.com/mcbake/mcbake/internal/manifest"
+)
+
+// UnitDir is where the MCD writes units, drop-ins and enablement links.
+const UnitDir = "/etc/systemd/system"
+
+// unitSearchPath is where systemctl looks for unit files, in order.
+var unitSearchPath = []string{UnitDir, "/run/systemd/system", "/usr/local/lib/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system"}
+
+// Enablement values recorded in the manifest.
+const (
+	Enabled  = "enabled"
+	Disabled = "disabled"
+	Masked   = "masked"
+	Preset   = "preset"
+)
+
+// install is a unit's [Install] section.
+type install struct {
+	wantedBy, requiredBy, alias, also []string
+	defaultInstance                   string
+	present                           bool
+}
+
+func parseInstall(contents []byte) (install, error) {
+	opts, err := unit.DeserializeOptions(bytes.NewReader(contents))
+	if err != nil {
+		return install{}, err
+	}
+	var in install
+	for _, o := range opts {
+		if o.Section != "Install" {
+			continue
+		}
+		in.present = true
+		switch o.Name {
+		case "WantedBy":
+			in.wantedBy = append(in.wantedBy, strings.Fields(o.Value)...)
+		case "RequiredBy":
+			in.requiredBy = append(in.requiredBy, strings.Fields(o.Value)...)
+		case "Alias":
+			in.alias = append(in.alias, strings.Fields(o.Value)...)
+		case "Also":
+			in.also = append(in.also, strings.Fields(o.Value)...)
+		case "DefaultInstance":
+			in.defaultInstance = strings.TrimSpace(o.Value)
+		}
+	}
+	return in, nil
+}
+
+// templateOf returns "foo@.service" for "foo@bar.service" (and for
+// "foo@.service" itself); ok is false for non-template units.
+func templateOf(name string) (tmpl, instance string, ok bool) {
+	at := strings.Index(name, "@")
+	dot := strings.LastIndex(name, ".")
+	if at < 0 || dot < at {
+		return "", "", false
+	}
+	return name[:at+1] + name[dot:], name[at+1 : dot], true
+}
+
+// unitFile finds the file systemctl would use for name: the
+// MachineConfig's contents first (written to UnitDir), then the root's
+// unit search path; an instance falls back to its template.
+func (r *renderer) unitFile(name string) (contents []byte, at string, ok bool) {
+	candidates := []string{name}
+	if tmpl, inst, isT := templateOf(name); isT && inst != "" {
+		candidates = append(candidates, tmpl)
+	}
+	for _, n := range candidates {
+		if u, ok := r.mcUnits[n]; ok && u.Contents != nil {
+			return []byte(*u.Contents), path.Join(UnitDir, n), true
+		}
+		for _, dir := range unitSearchPath {
+			p := path.Join(dir, n)
+			if b, err := r.root.ReadFile(p); err == nil {
+				return b, p, true
+			}
+		}
+	}
+	return nil, "", false
+}
+
+// links returns the symlinks `systemctl enable name` creates, keyed by
+// link path, with the unit file they point to.
+func (r *renderer) installLinks(name string, src machineconfig.Source) (map[string]string, bool) {
+	contents, at, ok := r.unitFile(name)
+	if !ok {
+		return nil, false
+	}
+	in, err := parseInstall(contents)
+	if err != nil {
+		r.fail(src, "parsing unit %s: %v", name, err)
+		return nil, false
+	}
+	linkName := name
+	if tmpl, inst, isT := templateOf(name); isT && inst == "" {
+		if in.defaultInstance == "" {
+			return map[string]string{}, in.present
+		}
+		linkName = strings.TrimSuffix(tmpl, path.Ext(tmpl)) + in.defaultInstance + path.Ext(tmpl)
+	}
+	out := map[string]string{}
+	for _, t := range in.wantedBy {
+		out[path.Join(UnitDir, t+".wants", linkName)] = at
+	}
+	for _, t := range in.requiredBy {
+		out[path.Join(UnitDir, t+".requires", linkName)] = at
+	}
+	for _, a := range in.alias {
+		out[path.Join(UnitDir, a)] = at
+	}
+	r.also[name] = in.also
+	return out, in.present
+}
+
+func (r *renderer) units() {
+	for _, u := range r.m.Units {
+		r.unitFiles(u)
+	}
+	for _, u := range r.m.Units {
+		r.enablement(u)
+	}
+}
+
+// unitFiles writes drop-ins, the unit file and the mask, as the MCD does.
+func (r *renderer) unitFiles(u machineconfig.Unit) {
+	base := u.Source.Field
+	for _, d := range u.Dropins {
+		if d.Contents == nil {
+			continue
+		}
+		r.addFile(path.Join(UnitDir, u.Name+".d", d.Name), []byte(*d.Contents), 0o644, 0, 0, at(u.Source, base+".dropins["+d.Name+"]"))
+	}
+	if u.Mask != nil && *u.Mask {
+		r.addLink(path.Join(UnitDir, u.Name), "/dev/null", at(u.Source, base+".mask"))
+		return
+	}
+	if u.Contents != nil {
+		r.addFile(path.Join(UnitDir, u.Name), []byte(*u.Contents), 0o644, 0, 0, at(u.Source, base+".contents"))
+	}
+}
+
+func (r *renderer) enablement(u machineconfig.Unit) {
+	src := at(u.Source, u.Source.Field+".enabled")
+	switch {
+	case u.Mask != nil && *u.Mask:
+		r.recordUnit(u.Name, Masked, at(u.Source, u.Source.Field+".mask"))
+	case u.Enabled != nil && *u.Enabled:
+		r.enable(u.Name, src, map[string]bool{})
+		r.recordUnit(u.Name, Enabled, src)
+	case u.Enabled != nil:
+		r.disable(u.Name, src)
+		r.recordUnit(u.Name, Disabled, src)
+	case r.presets.found:
+		if r.presets.enabled(u.Name) {
+			r.enable(u.Name, src, map[string]bool{})
+			r.recordUnit(u.Name, Enabled, src)
+		} else {
+			r.disable(u.Name, src)
+			r.recordUnit(u.Name, Disabled, src)
+		}
+	default:
+		r.recordUnit(u.Name, Preset, src)
+	}
+}
+
+func (r *renderer) recordUnit(name, state string, src machineconfig.Source) {
+	r.unitStates = append(r.unitStates, manifest.Unit{Name: name, Enablement: state, Source: manifest.Source{MachineConfig: src.MachineConfig, Field: src.Field}})
+}
+
+func (r *renderer) enable(name string, src machineconfig.Source, seen map[string]bool) {
+	if seen[name] {
+		return
+	}
+	seen[name] = true
+	links, _ := r.installLinks(name, src)
+	for _, l := range sortedKeys(links) {
+		r.addLink(l, links[l], src)
+	}
+	for _, also := range r.also[name] {
+		r.enable(also, src, seen)
+	}
+}
+
+// disable removes, as `systemctl disable` does, every enablement link of
+// the unit that the root has: those its [Install] section names and any
+// NAME in a *.wants or *.requires directory of UnitDir.
+func (r *renderer) disable(name string, src machineconfig.Source) {
+	candidates, _ := r.installLinks(name, src)
+	if candidates == nil {
+		candidates = map[string]string{}
+	}
+	for _, dir := range r.root.ReadDir(UnitDir) {
+		if strings.HasSuffix(dir, ".wants") || strings.HasSuffix(dir, ".requires") {
+			candidates[path.Join(UnitDir, dir, name)] = ""
+		}
+	}
+	for _, l := range sortedKeys(candidates) {
+		if n, ok := r.root.Lstat(l); ok && n.Type == manifest.Symlink {
+			r.addAbsent(l, src)
+		}
+	}
+}

@@ -1,0 +1,207 @@
+package render
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/mcbake/mcbake/internal/manifest"
+)
+
+// unitJSON returns a unit object; enabled is "true", "false" or "" (unset).
+func unitJSON(name, enabled, contents string) string {
+	u := map[string]any{"name": name}
+	switch enabled {
+	case "true":
+		u["enabled"] = true
+	case "false":
+		u["enabled"] = false
+	}
+	if contents != "" {
+		u["contents"] = contents
+	}
+	b, err := json.Marshal(u)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+func unitsDoc(name string, units ...string) string {
+	list := ""
+	for i, u := range units {
+		if i > 0 {
+			list += ","
+		}
+		list += u
+	}
+	return mcDoc(name, `"systemd":{"units":[`+list+`]}`)
+}
+
+func link(p, target string, s manifest.Source) manifest.Entry {
+	return manifest.Entry{Path: p, Type: manifest.Symlink, Mode: 0o777, Target: target, Source: s}
+}
+
+func unitState(name, state, field string) manifest.Unit {
+	return manifest.Unit{Name: name, Enablement: state, Source: src("00-u", field)}
+}
+
+// TestRenderUnitsNoRoot renders units without a root: every unit file the
+// enablement needs is in the MachineConfig, and unset enablement is left to
+// `systemctl preset` on the node.
+func TestRenderUnitsNoRoot(t *testing.T) {
+	const dropin = "[Service]\nEnvironment=A=1\n"
+	const aUnit = "[Unit]\nDescription=a\n[Service]\nExecStart=/bin/true\n[Install]\n" +
+		"WantedBy=multi-user.target default.target\nRequiredBy=foo.target\nAlias=a-alias.service\nAlso=also.service\n"
+	doc := unitsDoc("00-u",
+		unitJSON("a.service", "true", aUnit),
+		unitJSON("also.service", "", "[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=sockets.target\n"),
+		`{"name":"m.service","mask":true,"contents":"[Service]\nExecStart=/bin/false\n"}`,
+		`{"name":"crio.service","dropins":[{"name":"10-x.conf","contents":"[Service]\nEnvironment=A=1\n"}]}`,
+		unitJSON("t@.service", "true", installMulti+"DefaultInstance=def\n"),
+		unitJSON("n@.service", "true", installMulti),
+		unitJSON("i@.service", "", installMulti),
+		unitJSON("i@inst.service", "true", ""),
+		unitJSON("off.service", "false", installMulti),
+		// No unit file anywhere: nothing to link (known gap: the MCD's
+		// systemctl enable would fail).
+		unitJSON("ghost.service", "true", ""),
+	)
+	res, err := renderDocs(t, nil, doc)
+	if err != nil {
+		t.Fatalf("Render() = %v", err)
+	}
+	const sys = "/etc/systemd/system/"
+	aEnabled := src("00-u", "spec.config.systemd.units[a.service].enabled")
+	want := map[string]manifest.Entry{
+		sys + "a.service": {Path: sys + "a.service", Type: manifest.File, Mode: 0o644, Size: int64(len(aUnit)), Digest: digest(aUnit),
+			Source: src("00-u", "spec.config.systemd.units[a.service].contents")},
+		sys + "multi-user.target.wants/a.service": link(sys+"multi-user.target.wants/a.service", sys+"a.service", aEnabled),
+		sys + "default.target.wants/a.service":    link(sys+"default.target.wants/a.service", sys+"a.service", aEnabled),
+		sys + "foo.target.requires/a.service":     link(sys+"foo.target.requires/a.service", sys+"a.service", aEnabled),
+		sys + "a-alias.service":                   link(sys+"a-alias.service", sys+"a.service", aEnabled),
+		sys + "sockets.target.wants/also.service": link(sys+"sockets.target.wants/also.service", sys+"also.service", aEnabled),
+		sys + "m.service":                         link(sys+"m.service", "/dev/null", src("00-u", "spec.config.systemd.units[m.service].mask")),
+		sys + "crio.service.d/10-x.conf": {Path: sys + "crio.service.d/10-x.conf", Type: manifest.File, Mode: 0o644, Size: int64(len(dropin)),
+			Digest: digest(dropin), Source: src("00-u", "spec.config.systemd.units[crio.service].dropins[10-x.conf]")},
+		sys + "multi-user.target.wants/t@def.service": link(sys+"multi-user.target.wants/t@def.service", sys+"t@.service",
+			src("00-u", "spec.config.systemd.units[t@.service].enabled")),
+		sys + "multi-user.target.wants/i@inst.service": link(sys+"multi-user.target.wants/i@inst.service", sys+"i@.service",
+			src("00-u", "spec.config.systemd.units[i@inst.service].enabled")),
+		sys + "multi-user.target.wants": {Path: sys + "multi-user.target.wants", Type: manifest.Directory, Mode: 0o755, Source: aEnabled},
+	}
+	if diff := cmp.Diff(want, pick(res, keys(want)...)); diff != "" {
+		t.Errorf("Render() entries mismatch (-want +got):\n%s", diff)
+	}
+	missing := []string{
+		sys + "crio.service", sys + "i@inst.service", sys + "ghost.service",
+		sys + "multi-user.target.wants/off.service", sys + "multi-user.target.wants/n@.service",
+		sys + "multi-user.target.wants/i@.service", sys + "multi-user.target.wants/also.service",
+	}
+	if got := present(res, missing...); got != nil {
+		t.Errorf("Render() has entries for %q, want none", got)
+	}
+	wantUnits := []manifest.Unit{
+		unitState("a.service", "enabled", "spec.config.systemd.units[a.service].enabled"),
+		unitState("also.service", "preset", "spec.config.systemd.units[also.service].enabled"),
+		unitState("crio.service", "preset", "spec.config.systemd.units[crio.service].enabled"),
+		unitState("ghost.service", "enabled", "spec.config.systemd.units[ghost.service].enabled"),
+		unitState("i@.service", "preset", "spec.config.systemd.units[i@.service].enabled"),
+		unitState("i@inst.service", "enabled", "spec.config.systemd.units[i@inst.service].enabled"),
+		unitState("m.service", "masked", "spec.config.systemd.units[m.service].mask"),
+		unitState("n@.service", "enabled", "spec.config.systemd.units[n@.service].enabled"),
+		unitState("off.service", "disabled", "spec.config.systemd.units[off.service].enabled"),
+		unitState("t@.service", "enabled", "spec.config.systemd.units[t@.service].enabled"),
+	}
+	man := res.Manifest(nil)
+	if diff := cmp.Diff(wantUnits, man.Units); diff != "" {
+		t.Errorf("Result.Manifest().Units mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// TestRenderUnitsRoot renders units against a root with its own unit
+// files, enablement links and presets.
+func TestRenderUnitsRoot(t *testing.T) {
+	doc := unitsDoc("00-u",
+		unitJSON("rootonly.service", "true", ""),
+		unitJSON("rootenabled.service", "false", ""),
+		unitJSON("p-on.service", "", installMulti),
+		unitJSON("p-off.service", "", installMulti),
+		unitJSON("p-masked.service", "", installMulti),
+		unitJSON("q.service", "", installMulti),
+	)
+	res, err := renderDocs(t, makeRoot(t, rhcosSpec()), doc)
+	if err != nil {
+		t.Fatalf("Render() = %v", err)
+	}
+	const wants = "/etc/systemd/system/multi-user.target.wants/"
+	disabled := src("00-u", "spec.config.systemd.units[rootenabled.service].enabled")
+	want := map[string]manifest.Entry{
+		wants + "rootonly.service": link(wants+"rootonly.service", "/usr/lib/systemd/system/rootonly.service",
+			src("00-u", "spec.config.systemd.units[rootonly.service].enabled")),
+		wants + "rootenabled.service":          {Path: wants + "rootenabled.service", Type: manifest.Absent, Source: disabled},
+		"/etc/systemd/system/re-alias.service": {Path: "/etc/systemd/system/re-alias.service", Type: manifest.Absent, Source: disabled},
+		wants + "p-on.service":                 link(wants+"p-on.service", "/etc/systemd/system/p-on.service", src("00-u", "spec.config.systemd.units[p-on.service].enabled")),
+		wants + "q.service":                    link(wants+"q.service", "/etc/systemd/system/q.service", src("00-u", "spec.config.systemd.units[q.service].enabled")),
+	}
+	if diff := cmp.Diff(want, pick(res, keys(want)...)); diff != "" {
+		t.Errorf("Render() entries mismatch (-want +got):\n%s", diff)
+	}
+	missing := []string{wants + "p-off.service", wants + "p-masked.service", "/etc/systemd/system/multi-user.target.wants", "/etc/systemd/system/rootonly.service"}
+	if got := present(res, missing...); got != nil {
+		t.Errorf("Render() has entries for %q, want none", got)
+	}
+	wantUnits := []manifest.Unit{
+		unitState("p-masked.service", "disabled", "spec.config.systemd.units[p-masked.service].enabled"),
+		unitState("p-off.service", "disabled", "spec.config.systemd.units[p-off.service].enabled"),
+		unitState("p-on.service", "enabled", "spec.config.systemd.units[p-on.service].enabled"),
+		unitState("q.service", "enabled", "spec.config.systemd.units[q.service].enabled"),
+		unitState("rootenabled.service", "disabled", "spec.config.systemd.units[rootenabled.service].enabled"),
+		unitState("rootonly.service", "enabled", "spec.config.systemd.units[rootonly.service].enabled"),
+	}
+	if diff := cmp.Diff(wantUnits, res.Manifest(nil).Units); diff != "" {
+		t.Errorf("Result.Manifest().Units mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestPresets(t *testing.T) {
+	root := makeRoot(t, rhcosSpec())
+	p := loadPresets(root)
+	tests := []struct {
+		unit string
+		want bool
+	}{
+		{"p-on.service", true},      // first matching rule
+		{"p-off.service", false},    // disable p-*.service comes first
+		{"p-masked.service", false}, // /etc/.../50-x.preset masks /usr/lib/.../50-x.preset
+		{"q.service", true},         // no rule: systemd enables
+	}
+	for _, tt := range tests {
+		if got := p.enabled(tt.unit); got != tt.want {
+			t.Errorf("presets.enabled(%q) = %v, want %v", tt.unit, got, tt.want)
+		}
+	}
+	if p := loadPresets(emptyRoot{}); p.found {
+		t.Errorf("loadPresets(empty root).found = true, want false")
+	}
+}
+
+func TestTemplateOf(t *testing.T) {
+	tests := []struct {
+		name, tmpl, inst string
+		ok               bool
+	}{
+		{"foo@.service", "foo@.service", "", true},
+		{"foo@bar.service", "foo@.service", "bar", true},
+		{"foo@bar.baz.timer", "foo@.timer", "bar.baz", true},
+		{"foo.service", "", "", false},
+		{"foo@", "", "", false},
+	}
+	for _, tt := range tests {
+		tmpl, inst, ok := templateOf(tt.name)
+		if tmpl != tt.tmpl || inst != tt.inst || ok != tt.ok {
+			t.Errorf("templateOf(%q) = %q, %q, %v, want %q, %q, %v", tt.name, tmpl, inst, ok, tt.tmpl, tt.inst, tt.ok)
+		}
+	}
+}
