@@ -1,0 +1,101 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcbake/mcbake/build"
+	"github.com/mcbake/mcbake/internal/machineconfig"
+	"github.com/mcbake/mcbake/internal/progress"
+)
+
+func newBuildCommand() *cobra.Command {
+	var (
+		files                 []string
+		img                   imageFlags
+		opts                  build.Options
+		timestamp, digestFile string
+		quiet                 bool
+	)
+	cmd := &cobra.Command{
+		Use:   "build --base IMAGE -f MC... -o IMAGE",
+		Short: "Bake MachineConfigs into a layered OS image, offline",
+		Long: `Build renders the MachineConfigs against the base image (owners resolve
+against its passwd/group, presets and unit files come from it, paths resolve
+through its symlinks) and appends one reproducible layer with the rendered
+files and the ownership manifest (/usr/share/mcbake/manifest.json). The base's
+layers are reused as they are. IMAGE is a containers-transport reference:
+oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE, dir:DIR,
+containers-storage:NAME or docker://REF.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			imgOpts, cacheDir, err := img.options(cmd)
+			if err != nil {
+				return err
+			}
+			opts.Images, opts.CacheDir = imgOpts, cacheDir
+			if opts.Timestamp, err = buildTime(timestamp); err != nil {
+				return err
+			}
+			if opts.MachineConfigs, err = machineconfig.Load(files, cmd.InOrStdin()); err != nil {
+				return err
+			}
+			rep := progress.New(cmd.ErrOrStderr(), quiet)
+			opts.Progress = func(layer string, total, n int64) { rep.Update(short(layer), total, n) }
+			res, err := build.Image(cmd.Context(), opts)
+			rep.Wait()
+			if err != nil {
+				return err
+			}
+			if digestFile != "" {
+				if err := writeFileAtomic(digestFile, []byte(res.Digest)); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), res.Digest)
+			if !quiet {
+				return printSummary(cmd.ErrOrStderr(), opts.Output, res.Manifest)
+			}
+			return nil
+		},
+	}
+	img.register(cmd)
+	addMachineConfigFlag(cmd, &files)
+	fl := cmd.Flags()
+	fl.StringVar(&opts.Base, "base", "", "base image reference")
+	fl.StringVarP(&opts.Output, "output", "o", "", "destination image reference")
+	fl.StringVar(&opts.Compression, "compression", build.Gzip, "new layer compression: gzip or zstd")
+	fl.StringVar(&timestamp, "timestamp", "", "layer mtime and image creation time, Unix seconds (default: $SOURCE_DATE_EPOCH, else 0)")
+	fl.StringVar(&digestFile, "digestfile", "", "write the resulting image digest to this file")
+	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress output")
+	_ = cmd.MarkFlagRequired("base")
+	_ = cmd.MarkFlagRequired("output")
+	return cmd
+}
+
+// buildTime picks --timestamp, else SOURCE_DATE_EPOCH, else the epoch.
+func buildTime(flag string) (time.Time, error) {
+	v, from := flag, "--timestamp"
+	if v == "" {
+		v, from = os.Getenv("SOURCE_DATE_EPOCH"), "SOURCE_DATE_EPOCH"
+	}
+	if v == "" {
+		return time.Unix(0, 0).UTC(), nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return time.Time{}, fmt.Errorf("%s %q: want Unix seconds", from, v)
+	}
+	return time.Unix(n, 0).UTC(), nil
+}
+
+func short(digest string) string {
+	if len(digest) > 19 {
+		return digest[:19]
+	}
+	return digest
+}

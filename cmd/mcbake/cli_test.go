@@ -1,0 +1,426 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/mcbake/mcbake/internal/images"
+	"github.com/mcbake/mcbake/internal/layered"
+	"github.com/mcbake/mcbake/internal/manifest"
+	"github.com/mcbake/mcbake/internal/testbase"
+)
+
+func TestMain(m *testing.M) {
+	if images.InitReexec() {
+		return
+	}
+	os.Exit(m.Run())
+}
+
+const workerMC = "../../testdata/machineconfigs/rendered-worker-aws.json"
+
+// env is one test's isolated world: a generated base, a cache and TMPDIR.
+type env struct {
+	t     *testing.T
+	dir   string
+	cache string
+	base  string // oci:DIR:latest
+	// extra flags for every command that takes image flags
+	extra []string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	dir := t.TempDir()
+	t.Setenv("TMPDIR", filepath.Join(dir, "tmp"))
+	t.Setenv("HOME", filepath.Join(dir, "home"))
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "xdg"))
+	for _, d := range []string{"tmp", "home"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := testbase.Write(filepath.Join(dir, "base"), testbase.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, dir: dir, cache: filepath.Join(dir, "cache"), base: "oci:" + filepath.Join(dir, "base") + ":latest"}
+}
+
+// run runs mcbake with args (plus the test policy and cache for commands
+// that take them) and returns the exit code, stdout and stderr.
+func (e *env) run(args ...string) (int, string, string) {
+	e.t.Helper()
+	var out, errb bytes.Buffer
+	code := execute(context.Background(), args, strings.NewReader(""), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func (e *env) imageArgs() []string {
+	return append([]string{"--signature-policy", "testdata/policy.json", "--cache-dir", e.cache}, e.extra...)
+}
+
+func (e *env) build(base, out string, mcs ...string) (int, string, string) {
+	args := append([]string{"build", "--quiet", "--base", base, "-o", out}, e.imageArgs()...)
+	for _, mc := range mcs {
+		args = append(args, "-f", mc)
+	}
+	return e.run(args...)
+}
+
+func (e *env) mustBuild(t *testing.T, base, out string, mcs ...string) string {
+	t.Helper()
+	code, stdout, stderr := e.build(base, out, mcs...)
+	if code != 0 {
+		t.Fatalf("build %s -> %s: exit %d\n%s", base, out, code, stderr)
+	}
+	return strings.TrimSpace(stdout)
+}
+
+func TestBuildIsReproducibleAndReadable(t *testing.T) {
+	e := newEnv(t)
+	mcs := []string{workerMC, "testdata/owners-and-links.yaml"}
+	a := e.mustBuild(t, e.base, "oci:"+filepath.Join(e.dir, "a")+":latest", mcs...)
+	b := e.mustBuild(t, e.base, "oci:"+filepath.Join(e.dir, "b")+":x", mcs...)
+	// Into the base's own layout, with a cold cache: still the same digest.
+	os.RemoveAll(e.cache)
+	c := e.mustBuild(t, e.base, "oci:"+filepath.Join(e.dir, "base")+":layered", mcs...)
+	if a != b || a != c {
+		t.Fatalf("digests differ: %s, %s, %s", a, b, c)
+	}
+	code, out, stderr := e.run(append([]string{"manifest", "oci:" + filepath.Join(e.dir, "a") + ":latest"}, e.imageArgs()...)...)
+	if code != 0 {
+		t.Fatalf("manifest: exit %d: %s", code, stderr)
+	}
+	m, err := manifest.Unmarshal([]byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Entries) < 100 || m.Base == nil || m.Base.Digest == "" {
+		t.Fatalf("manifest has %d entries, base %v", len(m.Entries), m.Base)
+	}
+	checkLayerMatchesManifest(t, filepath.Join(e.dir, "a"), m)
+	if _, err := exec.LookPath("skopeo"); err != nil {
+		t.Skip("skopeo not installed (make test installs it): skipping skopeo inspect/copy")
+	}
+	for _, args := range [][]string{
+		{"inspect", "oci:" + filepath.Join(e.dir, "a") + ":latest"},
+		{"copy", "--insecure-policy", "oci:" + filepath.Join(e.dir, "a") + ":latest", "oci:" + filepath.Join(e.dir, "skopeo-copy") + ":latest"},
+	} {
+		if out, err := exec.Command("skopeo", args...).CombinedOutput(); err != nil {
+			t.Fatalf("skopeo %v: %v\n%s", args, err, out)
+		}
+	}
+}
+
+// checkLayerMatchesManifest reads the image's top layer and checks that
+// every owned entry is there with the manifest's type, mode, owners,
+// content digest and link target, and absent entries are whiteouts.
+func checkLayerMatchesManifest(t *testing.T, layout string, m *manifest.Manifest) {
+	t.Helper()
+	im, err := images.Open(context.Background(), "oci:"+layout+":latest", images.Options{InsecurePolicy: true, CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Close()
+	if got, want := im.Labels()[layered.LabelMachineConfigs], "60-owners-and-links,rendered-worker-aws-fixture"; got != want {
+		t.Errorf("label %s = %q, want %q", layered.LabelMachineConfigs, got, want)
+	}
+	rc, err := topLayer{im}.TopLayer(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	got := readLayer(t, rc)
+	for _, e := range m.Entries {
+		name := strings.TrimPrefix(e.Where(), "/")
+		want := layerEntry{Type: string(e.Type), Mode: uint32(e.Mode), UID: e.UID, GID: e.GID, Digest: e.Digest, Target: e.Target}
+		switch e.Type {
+		case manifest.Absent:
+			name, want = filepath.Join(filepath.Dir(name), ".wh."+filepath.Base(name)), layerEntry{Type: "file"}
+		case manifest.Hardlink:
+			want = layerEntry{Type: "hardlink", Target: strings.TrimPrefix(e.Target, "/")}
+		}
+		if diff := cmp.Diff(want, got[name]); diff != "" {
+			t.Errorf("layer entry %s (-want +got):\n%s", name, diff)
+		}
+	}
+	if _, ok := got["usr/share/mcbake/manifest.json"]; !ok {
+		t.Errorf("layer lacks usr/share/mcbake/manifest.json")
+	}
+}
+
+type layerEntry struct {
+	Type     string
+	Mode     uint32
+	UID, GID int
+	Digest   string
+	Target   string
+}
+
+func readLayer(t *testing.T, r io.Reader) map[string]layerEntry {
+	t.Helper()
+	dr, err := layered.Decompress(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]layerEntry{}
+	tr := tar.NewReader(dr)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Uname != "" || h.Gname != "" || !h.ModTime.Equal(h.ModTime.Truncate(0)) || h.ModTime.Unix() != 0 {
+			t.Errorf("%s: uname %q gname %q mtime %v: want numeric owners only and mtime 0", h.Name, h.Uname, h.Gname, h.ModTime)
+		}
+		name := strings.TrimSuffix(h.Name, "/")
+		le := layerEntry{Mode: uint32(h.Mode), UID: h.Uid, GID: h.Gid}
+		switch h.Typeflag {
+		case tar.TypeReg:
+			le.Type = "file"
+			b, _ := io.ReadAll(tr)
+			if strings.Contains(name, ".wh.") {
+				le = layerEntry{Type: "file"}
+			} else {
+				le.Digest = layered.Digest(b)
+			}
+		case tar.TypeDir:
+			le.Type = "directory"
+		case tar.TypeSymlink:
+			le.Type, le.Target = "symlink", h.Linkname
+		case tar.TypeLink:
+			le = layerEntry{Type: "hardlink", Target: h.Linkname}
+		}
+		out[name] = le
+	}
+}
+
+// TestBuildFromEveryTransport writes the layered image to each offline
+// transport, then uses each result as the base of another build and reads
+// that back.
+func TestBuildFromEveryTransport(t *testing.T) {
+	e := newEnv(t)
+	refs := map[string]string{
+		"oci-archive":    "oci-archive:" + filepath.Join(e.dir, "img.oci.tar") + ":latest",
+		"docker-archive": "docker-archive:" + filepath.Join(e.dir, "img.docker.tar"),
+		"dir":            "dir:" + filepath.Join(e.dir, "img.dir"),
+	}
+	if os.Geteuid() == 0 {
+		store := filepath.Join(e.dir, "store")
+		refs["containers-storage"] = "containers-storage:localhost/mcbake-test:latest"
+		e.extra = []string{"--storage-root", store + "/root", "--storage-runroot", store + "/run", "--storage-driver", "vfs"}
+	} else {
+		t.Log("not root: skipping containers-storage (needs root)")
+	}
+	for name, ref := range refs {
+		t.Run(name, func(t *testing.T) {
+			e.mustBuild(t, e.base, ref, "testdata/owners-and-links.yaml")
+			out := "oci:" + filepath.Join(e.dir, "from-"+name) + ":latest"
+			e.mustBuild(t, ref, out, workerMC)
+			code, stdout, stderr := e.run(append([]string{"manifest", out}, e.imageArgs()...)...)
+			if code != 0 {
+				t.Fatalf("manifest: exit %d: %s", code, stderr)
+			}
+			m, err := manifest.Unmarshal([]byte(stdout))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Base.Reference != ref {
+				t.Errorf("manifest base = %q, want %q", m.Base.Reference, ref)
+			}
+		})
+	}
+}
+
+func TestBuildBadInput(t *testing.T) {
+	e := newEnv(t)
+	corrupt := filepath.Join(e.dir, "corrupt")
+	truncated := filepath.Join(e.dir, "truncated")
+	for _, d := range []string{corrupt, truncated} {
+		if out, err := exec.Command("cp", "-a", filepath.Join(e.dir, "base"), d).CombinedOutput(); err != nil {
+			t.Fatalf("cp: %v %s", err, out)
+		}
+	}
+	damageLargestLayer(t, corrupt, func(b []byte) []byte { b[len(b)/2] ^= 0xff; return b })
+	damageLargestLayer(t, truncated, func(b []byte) []byte { return b[:len(b)/2] })
+	tests := []struct {
+		name, base, mc, want string
+	}{
+		{"missing base", "oci:" + filepath.Join(e.dir, "nope") + ":latest", workerMC, "nope"},
+		{"unknown transport", "quay.io/openshift/rhcos:4.18", workerMC, "missing transport (use one of oci:"},
+		{"corrupt base blob", "oci:" + corrupt + ":latest", workerMC, "corrupt:latest: layer sha256:"},
+		{"truncated base blob", "oci:" + truncated + ":latest", workerMC, "truncated:latest: layer sha256:"},
+		{"file where the base has a directory", e.base, "testdata/file-over-dir.yaml", "testdata/file-over-dir.yaml: 50-file-over-dir: spec.config.storage.files[0]"},
+		{"unknown owner names", e.base, "testdata/unknown-owner.yaml", `unknown user "nosuchuser"`},
+		{"refused field", e.base, "testdata/refused.yaml", "testdata/refused.yaml: 50-refused: spec.config.storage.files[0].append: appending is not supported"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dest := filepath.Join(e.dir, "out-"+strings.ReplaceAll(tc.name, " ", "-"))
+			code, _, stderr := e.build(tc.base, "oci:"+dest+":latest", tc.mc)
+			if code != exitInput {
+				t.Errorf("exit = %d, want %d; stderr:\n%s", code, exitInput, stderr)
+			}
+			if !strings.Contains(stderr, tc.want) {
+				t.Errorf("stderr = %q, want it to contain %q", stderr, tc.want)
+			}
+			if _, err := os.Stat(dest); !os.IsNotExist(err) {
+				t.Errorf("destination %s exists after a failed build (err %v)", dest, err)
+			}
+			leftovers, _ := filepath.Glob(filepath.Join(e.dir, ".out-*"))
+			if len(leftovers) > 0 {
+				t.Errorf("temporary files left: %v", leftovers)
+			}
+		})
+	}
+}
+
+// damageLargestLayer rewrites the largest blob of an OCI layout in place.
+func damageLargestLayer(t *testing.T, layout string, damage func([]byte) []byte) {
+	t.Helper()
+	blobs, _ := filepath.Glob(filepath.Join(layout, "blobs", "sha256", "*"))
+	var biggest string
+	var size int64
+	for _, b := range blobs {
+		fi, err := os.Stat(b)
+		if err == nil && fi.Size() > size {
+			biggest, size = b, fi.Size()
+		}
+	}
+	data, err := os.ReadFile(biggest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(biggest, damage(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDiffPlanRewriteOnDisk(t *testing.T) {
+	e := newEnv(t)
+	img := "oci:" + filepath.Join(e.dir, "layered") + ":latest"
+	e.mustBuild(t, e.base, img, workerMC, "testdata/owners-and-links.yaml")
+	code, out, stderr := e.run(append([]string{"diff", "--quiet", "--format", "json", "--base", e.base, "--image", img}, e.imageArgs()...)...)
+	if code != 0 {
+		t.Fatalf("diff: exit %d: %s", code, stderr)
+	}
+	var rep struct {
+		Entries []struct {
+			Path      string `json:"path"`
+			Clobbered bool   `json:"clobbered"`
+			Outcome   string `json:"outcome"`
+		} `json:"entries"`
+		Summary struct {
+			Clobbered int `json:"clobbered"`
+		} `json:"summary"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	outcomes := map[string]string{}
+	for _, en := range rep.Entries {
+		outcomes[en.Path] = en.Outcome
+	}
+	for path, want := range map[string]string{
+		"/etc/kubernetes/kubelet.conf":                                    "removed",
+		"/etc/systemd/system/multi-user.target.wants/openvswitch.service": "restored",
+		"/var/usrlocal/bin/hello":                                         "untouched",
+		"/etc/modules-load.d/iptables.conf":                               "kept",
+	} {
+		if outcomes[path] != want {
+			t.Errorf("diff outcome of %s = %q, want %q", path, outcomes[path], want)
+		}
+	}
+	plan := filepath.Join(e.dir, "plan.json")
+	if code, _, stderr := e.run(append([]string{"plan", "--quiet", "--base", e.base, "--image", img, "-o", plan}, e.imageArgs()...)...); code != 0 {
+		t.Fatalf("plan: exit %d: %s", code, stderr)
+	}
+	root := filepath.Join(e.dir, "node")
+	unpacked, err := testbase.Unpack(filepath.Join(e.dir, "base"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeTree(t, root, unpacked)
+	mcs := []string{"-f", workerMC, "-f", "testdata/owners-and-links.yaml"}
+	if code, out, _ := e.run(append([]string{"ondisk", "--root", root}, mcs...)...); code != exitFindings {
+		t.Fatalf("ondisk on the bare base: exit %d, want %d\n%s", code, exitFindings, out)
+	}
+	if code, out, stderr := e.run(append([]string{"rewrite", "--plan", plan, "--root", root}, mcs...)...); code != 0 || !strings.Contains(out, "rewrote") {
+		t.Fatalf("rewrite: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, _ = e.run(append([]string{"rewrite", "--plan", plan, "--root", root}, mcs...)...)
+	if code != 0 || !strings.Contains(out, "nothing to do") {
+		t.Fatalf("second rewrite: exit %d, want 0 and nothing to do\n%s", code, out)
+	}
+	code, out, _ = e.run(append([]string{"ondisk", "--root", root, "--format", "json"}, mcs...)...)
+	var od struct {
+		Mismatches []struct {
+			Path string `json:"path"`
+		} `json:"mismatches"`
+	}
+	if err := json.Unmarshal([]byte(out), &od); err != nil {
+		t.Fatalf("ondisk json: %v\n%s", err, out)
+	}
+	for _, m := range od.Mismatches {
+		if !strings.HasPrefix(m.Path, "/var/") {
+			t.Errorf("after rewrite, ondisk still reports %s (only /var paths, which a revert never touches, may remain)", m.Path)
+		}
+	}
+	_ = code
+}
+
+// writeTree materialises an unpacked image under dir (as root: with owners).
+func writeTree(t *testing.T, dir string, files map[string]testbase.File) {
+	t.Helper()
+	var hard []testbase.File
+	paths := make([]string, 0, len(files))
+	for p := range files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		f := files[p]
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		switch f.Type {
+		case tar.TypeDir:
+			err = os.MkdirAll(full, 0o755)
+		case tar.TypeSymlink:
+			err = os.Symlink(f.Target, full)
+		case tar.TypeLink:
+			hard = append(hard, f)
+			continue
+		default:
+			err = os.WriteFile(full, f.Content, 0o600)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if os.Geteuid() == 0 {
+			_ = os.Lchown(full, f.UID, f.GID)
+		}
+		if f.Type != tar.TypeSymlink {
+			_ = os.Chmod(full, os.FileMode(f.Mode)&os.ModePerm)
+		}
+	}
+	for _, f := range hard {
+		_ = os.Link(filepath.Join(dir, f.Target), filepath.Join(dir, f.Path))
+	}
+}

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcbake/mcbake/internal/images"
+)
+
+// imageFlags are the flags every command that reads or writes images takes.
+type imageFlags struct {
+	opts      images.Options
+	tlsVerify bool
+	cacheDir  string
+}
+
+func (f *imageFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.opts.SignaturePolicy, "signature-policy", "", "signature policy file (default: the system policy)")
+	fl.BoolVar(&f.opts.InsecurePolicy, "insecure-policy", false, "accept any image without a signature policy")
+	fl.StringVar(&f.opts.AuthFile, "authfile", "", "registry auth file (default: the usual auth.json)")
+	fl.BoolVar(&f.tlsVerify, "tls-verify", true, "verify registry TLS certificates")
+	fl.StringVar(&f.opts.Platform, "platform", "", "os/arch[/variant] to pick from a multi-platform image (default: the host's)")
+	fl.StringVar(&f.opts.StorageRoot, "storage-root", "", "containers-storage root (default: from storage.conf)")
+	fl.StringVar(&f.opts.StorageRunRoot, "storage-runroot", "", "containers-storage run root (default: from storage.conf)")
+	fl.StringVar(&f.opts.StorageDriver, "storage-driver", "", "containers-storage driver (default: from storage.conf)")
+	fl.StringVar(&f.cacheDir, "cache-dir", "", "cache for base indexes and blob info (default: $XDG_CACHE_HOME/mcbake)")
+}
+
+// options resolves the flags into images.Options; it also returns the
+// cache directory.
+func (f *imageFlags) options(cmd *cobra.Command) (images.Options, string, error) {
+	o := f.opts
+	if cmd.Flags().Changed("tls-verify") {
+		v := f.tlsVerify
+		o.TLSVerify = &v
+	}
+	dir := f.cacheDir
+	if dir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			return o, "", fmt.Errorf("finding the cache directory (set --cache-dir or XDG_CACHE_HOME): %w", err)
+		}
+		dir = filepath.Join(base, "mcbake")
+	}
+	o.CacheDir = filepath.Join(dir, "blobinfo")
+	if err := os.MkdirAll(o.CacheDir, 0o755); err != nil {
+		return o, "", err
+	}
+	return o, dir, nil
+}

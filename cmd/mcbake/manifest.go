@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcbake/mcbake/internal/images"
+	"github.com/mcbake/mcbake/internal/layered"
+	"github.com/mcbake/mcbake/internal/manifest"
+)
+
+func newManifestCommand() *cobra.Command {
+	var img imageFlags
+	var summary bool
+	cmd := &cobra.Command{
+		Use:   "manifest IMAGE",
+		Short: "Print the ownership manifest embedded in a layered image",
+		Long: `Manifest reads /usr/share/mcbake/manifest.json from the image's top layer
+(streaming only that layer, and only until the file is found), checks it
+against the io.mcbake.manifest.digest label and prints it.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, raw, _, err := readEmbedded(cmd, &img, args[0])
+			if err != nil {
+				return err
+			}
+			if summary {
+				return printSummary(cmd.OutOrStdout(), args[0], m)
+			}
+			_, err = cmd.OutOrStdout().Write(raw)
+			return err
+		},
+	}
+	img.register(cmd)
+	cmd.Flags().BoolVar(&summary, "summary", false, "print counts instead of the JSON")
+	return cmd
+}
+
+// readEmbedded reads a layered image's embedded manifest; it also returns
+// the image's manifest digest.
+func readEmbedded(cmd *cobra.Command, img *imageFlags, ref string) (*manifest.Manifest, []byte, string, error) {
+	opts, _, err := img.options(cmd)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	im, err := images.Open(cmd.Context(), ref, opts)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("opening %s: %w", ref, err)
+	}
+	defer im.Close()
+	m, raw, err := layered.ReadManifest(cmd.Context(), topLayer{im})
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("%s: %w", ref, err)
+	}
+	return m, raw, im.Digest().String(), nil
+}
+
+// topLayer adapts an images.Image to layered.Image.
+type topLayer struct{ *images.Image }
+
+func (t topLayer) TopLayer(ctx context.Context) (io.ReadCloser, error) {
+	ls := t.Layers()
+	if len(ls) == 0 {
+		return nil, errors.New("image has no layers")
+	}
+	return t.OpenLayer(ctx, ls[len(ls)-1].Digest)
+}

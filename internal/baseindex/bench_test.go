@@ -1,0 +1,201 @@
+package baseindex_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/klauspost/compress/gzip"
+
+	"github.com/mcbake/mcbake/internal/baseindex"
+)
+
+var (
+	benchMiB   = flag.Int("bench-mib", 128, "uncompressed MiB of content in the synthetic base of BenchmarkBuildCold and BenchmarkGunzip")
+	benchFiles = flag.Int("bench-files", 50000, "files in the synthetic bases")
+	benchDump  = flag.String("bench-dump", "", "directory to write the synthetic layers of BenchmarkBuildCold to, to time gzip -dc on them")
+)
+
+const benchLayers = 8
+
+// synthBase returns a deterministic synthetic base: files regular files
+// spread over directories and layers, totalling size bytes of content
+// that compresses about like binaries do.
+func synthBase(tb testing.TB, files int, size int64) []*testLayer {
+	tb.Helper()
+	rng := rand.New(rand.NewPCG(1, 2))
+	pool := contentPool(rng, 8<<20)
+	sizes := fileSizes(rng, files, size)
+	per := (files + benchLayers - 1) / benchLayers
+	layers := make([]*testLayer, 0, benchLayers)
+	for l := range benchLayers {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		tw := tar.NewWriter(zw)
+		writeSynthLayer(tb, tw, rng, pool, l, sizes[min(l*per, files):min((l+1)*per, files)])
+		if err := tw.Close(); err != nil {
+			tb.Fatal(err)
+		}
+		if err := zw.Close(); err != nil {
+			tb.Fatal(err)
+		}
+		layers = append(layers, newLayer(buf.Bytes(), mediaTypes[gzipped]))
+	}
+	return layers
+}
+
+// contentPool returns n bytes mixing random bytes and repeated words.
+func contentPool(rng *rand.Rand, n int) []byte {
+	words := make([][]byte, 512)
+	for i := range words {
+		words[i] = make([]byte, 3+rng.IntN(8))
+		for j := range words[i] {
+			words[i][j] = byte(rng.IntN(256))
+		}
+	}
+	pool := make([]byte, 0, n+64)
+	for len(pool) < n {
+		if rng.IntN(10) < 1 {
+			for range 64 {
+				pool = append(pool, byte(rng.IntN(256)))
+			}
+			continue
+		}
+		for range 8 {
+			pool = append(pool, words[rng.IntN(len(words))]...)
+		}
+	}
+	return pool[:n]
+}
+
+// fileSizes returns n log-uniform sizes summing to about total.
+func fileSizes(rng *rand.Rand, n int, total int64) []int64 {
+	w := make([]float64, n)
+	sum := 0.0
+	for i := range w {
+		w[i] = math.Exp(rng.Float64() * math.Log(5000))
+		sum += w[i]
+	}
+	out := make([]int64, n)
+	for i := range w {
+		out[i] = int64(float64(total) * w[i] / sum)
+	}
+	return out
+}
+
+func writeSynthLayer(tb testing.TB, tw *tar.Writer, rng *rand.Rand, pool []byte, layer int, sizes []int64) {
+	tb.Helper()
+	const perDir = 25
+	for i, size := range sizes {
+		d := fmt.Sprintf("usr/l%d/d%03d/s%03d", layer, i/perDir/40, i/perDir%40)
+		if i%perDir == 0 {
+			writeEntry(tb, tw, &tar.Header{Name: d + "/", Typeflag: tar.TypeDir, Mode: 0o755}, nil)
+		}
+		off := rng.IntN(len(pool))
+		content := make([]byte, 0, size)
+		for int64(len(content)) < size {
+			n := min(int(size)-len(content), len(pool)-off)
+			content = append(content, pool[off:off+n]...)
+			off = 0
+		}
+		hdr := &tar.Header{Name: fmt.Sprintf("%s/f%06d", d, i), Typeflag: tar.TypeReg, Mode: 0o644, Size: size}
+		writeEntry(tb, tw, hdr, content)
+	}
+}
+
+func writeEntry(tb testing.TB, tw *tar.Writer, hdr *tar.Header, content []byte) {
+	if err := tw.WriteHeader(hdr); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := tw.Write(content); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+var (
+	coldOnce   sync.Once
+	coldLayers []*testLayer
+)
+
+// coldBase is the synthetic base of the cold benchmarks, built once.
+func coldBase(b *testing.B) []*testLayer {
+	coldOnce.Do(func() {
+		coldLayers = synthBase(b, *benchFiles, int64(*benchMiB)<<20)
+		if *benchDump != "" {
+			for i, l := range coldLayers {
+				if err := os.WriteFile(filepath.Join(*benchDump, fmt.Sprintf("layer%d.tar.gz", i)), l.blob, 0o644); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	return coldLayers
+}
+
+// BenchmarkBuildCold indexes the synthetic base without a cache. Compare
+// with BenchmarkGunzip, which only decompresses the same layers one after
+// the other, as gzip -dc does.
+func BenchmarkBuildCold(b *testing.B) {
+	layers := coldBase(b)
+	b.SetBytes(int64(*benchMiB) << 20)
+	b.ResetTimer()
+	for b.Loop() {
+		ix, err := baseindex.Build(context.Background(), descriptors(layers), baseindex.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if ix.Len() < *benchFiles {
+			b.Fatalf("Len() = %d, want at least %d", ix.Len(), *benchFiles)
+		}
+	}
+}
+
+func BenchmarkGunzip(b *testing.B) {
+	layers := coldBase(b)
+	b.SetBytes(int64(*benchMiB) << 20)
+	b.ResetTimer()
+	for b.Loop() {
+		for _, l := range layers {
+			zr, err := gzip.NewReader(bytes.NewReader(l.blob))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := io.Copy(io.Discard, zr); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// BenchmarkBuildWarm builds the index of a 50k-entry base from a warm
+// cache; the target is under 50 ms.
+func BenchmarkBuildWarm(b *testing.B) {
+	layers := synthBase(b, *benchFiles, int64(*benchFiles)*100)
+	dir := b.TempDir()
+	opts := baseindex.Options{CacheDir: dir}
+	if _, err := baseindex.Build(context.Background(), descriptors(layers), opts); err != nil {
+		b.Fatal(err)
+	}
+	for _, l := range layers {
+		l.blob = nil // reading a layer now fails on its digest
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		ix, err := baseindex.Build(context.Background(), descriptors(layers), opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if ix.Len() < *benchFiles {
+			b.Fatalf("Len() = %d, want at least %d", ix.Len(), *benchFiles)
+		}
+	}
+}

@@ -1,0 +1,190 @@
+package baseindex_test
+
+import (
+	"context"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/mcbake/mcbake/internal/baseindex"
+)
+
+// cacheLayers are layers exercising everything a cache file records:
+// whiteouts, opaque markers, hardlinks, kept contents, owners and modes.
+var cacheLayers = [][]ent{
+	{
+		dir("./").withMode(0o555),
+		file("etc/passwd", "root:x:0:0::/root:/bin/bash\n"),
+		file("etc/group", ""),
+		dir("d/"), file("d/x", "x"), file("d/y", "y"),
+		file("sysroot/ostree/repo/objects/aa.file", "[Unit]\nDescription=a\n"),
+		hardlink("usr/lib/systemd/system/a.service", "sysroot/ostree/repo/objects/aa.file"),
+		symlink("usr/local", "../var/usrlocal"),
+		file("usr/bin/sudo", "elf").withMode(0o4755).withOwner(0, 10),
+		file("home/core/.ssh/authorized_keys", "ssh-ed25519 AAAA").withMode(0o600).withOwner(1000, 1000),
+	},
+	{
+		whiteout("d/.wh.x"),
+		dir("e/"), whiteout("e/.wh..wh..opq"),
+		file("etc/systemd/system-preset/10.preset", "enable a.service\n"),
+		hardlink("etc/systemd/system/a.service", "usr/lib/systemd/system/a.service"),
+	},
+}
+
+// snapshot is everything an index says about the layers' paths.
+func snapshot(t *testing.T, ix *baseindex.Index) []string {
+	t.Helper()
+	lines := listing(t, ix, bodies(cacheLayers))
+	for _, p := range []string{"etc/passwd", "etc/group", "usr/lib/systemd/system/a.service",
+		"etc/systemd/system/a.service", "etc/systemd/system-preset/10.preset"} {
+		c, ok := ix.Content(p)
+		lines = append(lines, "content "+p+" "+string(c)+map[bool]string{true: " (kept)"}[ok])
+	}
+	return lines
+}
+
+func cacheFile(dir string, l *testLayer) string {
+	return filepath.Join(dir, "layers", "sha256", l.Digest.Encoded())
+}
+
+func TestCacheAvoidsOpeningLayers(t *testing.T) {
+	dir := t.TempDir()
+	layers := gzLayers(t, cacheLayers...)
+	opts := baseindex.Options{CacheDir: dir}
+	cold, err := baseindex.Build(context.Background(), descriptors(layers), opts)
+	if err != nil {
+		t.Fatalf("cold Build() error = %v", err)
+	}
+	for _, l := range layers {
+		if _, err := os.Stat(cacheFile(dir, l)); err != nil {
+			t.Errorf("cache file of %s: %v", l.Digest, err)
+		}
+	}
+	warm, err := baseindex.Build(context.Background(), unopenable(t, layers), opts)
+	if err != nil {
+		t.Fatalf("warm Build() error = %v", err)
+	}
+	if diff := cmp.Diff(snapshot(t, cold), snapshot(t, warm)); diff != "" {
+		t.Errorf("warm index mismatch (-cold +warm):\n%s", diff)
+	}
+	uncached, err := baseindex.Build(context.Background(), descriptors(gzLayers(t, cacheLayers...)), baseindex.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(snapshot(t, uncached), snapshot(t, cold)); diff != "" {
+		t.Errorf("cached index mismatch (-uncached +cached):\n%s", diff)
+	}
+}
+
+func TestCorruptCacheIsRebuilt(t *testing.T) {
+	// corrupt returns the bytes to put in a layer's cache file, given its
+	// valid cache file and the valid cache file of another layer.
+	tests := []struct {
+		name    string
+		corrupt func(b, other []byte) []byte
+	}{
+		{name: "flipped payload byte", corrupt: func(b, _ []byte) []byte { b[len(b)-3] ^= 1; return b }},
+		{name: "flipped checksum byte", corrupt: func(b, _ []byte) []byte { b[30] ^= 1; return b }},
+		{name: "truncated", corrupt: func(b, _ []byte) []byte { return b[:len(b)-1] }},
+		{name: "truncated header", corrupt: func(b, _ []byte) []byte { return b[:20] }},
+		{name: "empty", corrupt: func(_, _ []byte) []byte { return nil }},
+		{name: "other version", corrupt: func(b, _ []byte) []byte { binary.LittleEndian.PutUint32(b[16:], 99); return b }},
+		{name: "not a cache file", corrupt: func(_, _ []byte) []byte { return []byte(`{"entries":[]}`) }},
+		{name: "another layer's cache", corrupt: func(_, other []byte) []byte { return other }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			layers := gzLayers(t, cacheLayers...)
+			opts := baseindex.Options{CacheDir: dir}
+			want, err := baseindex.Build(context.Background(), descriptors(layers), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			target := cacheFile(dir, layers[1])
+			b, err := os.ReadFile(target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			other, err := os.ReadFile(cacheFile(dir, layers[0]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(target, tt.corrupt(b, other), 0o644); err != nil {
+				t.Fatal(err)
+			}
+
+			got, err := baseindex.Build(context.Background(), descriptors(layers), opts)
+			if err != nil {
+				t.Fatalf("Build() with a corrupt cache error = %v", err)
+			}
+			if opens := [2]int32{layers[0].opens.Load(), layers[1].opens.Load()}; opens != [2]int32{1, 2} {
+				t.Errorf("layer opens = %v, want [1 2]: only the corrupt layer read again", opens)
+			}
+			if diff := cmp.Diff(snapshot(t, want), snapshot(t, got)); diff != "" {
+				t.Errorf("rebuilt index mismatch (-want +got):\n%s", diff)
+			}
+			if _, err := baseindex.Build(context.Background(), unopenable(t, layers), opts); err != nil {
+				t.Errorf("Build() after the rebuild error = %v", err)
+			}
+		})
+	}
+}
+
+func TestCacheConcurrentBuilds(t *testing.T) {
+	dir := t.TempDir()
+	layers := gzLayers(t, cacheLayers...)
+	want, err := baseindex.Build(context.Background(), descriptors(layers), baseindex.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSnap := snapshot(t, want)
+	const builders = 8
+	results := make([]*baseindex.Index, builders)
+	errs := make([]error, builders)
+	var wg sync.WaitGroup
+	for i := range builders {
+		wg.Go(func() {
+			results[i], errs[i] = baseindex.Build(context.Background(), descriptors(layers), baseindex.Options{CacheDir: dir})
+		})
+	}
+	wg.Wait()
+	for i := range builders {
+		if errs[i] != nil {
+			t.Fatalf("Build() #%d error = %v", i, errs[i])
+		}
+		if diff := cmp.Diff(wantSnap, snapshot(t, results[i])); diff != "" {
+			t.Errorf("Build() #%d index mismatch (-want +got):\n%s", i, diff)
+		}
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, "layers", "sha256"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != len(layers) {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Errorf("cache directory holds %v, want one file per layer and no temporary files", names)
+	}
+	if _, err := baseindex.Build(context.Background(), unopenable(t, layers), baseindex.Options{CacheDir: dir}); err != nil {
+		t.Errorf("Build() after the concurrent builds error = %v", err)
+	}
+}
+
+func TestCacheDirNotWritable(t *testing.T) {
+	dir := t.TempDir()
+	blocker := filepath.Join(dir, "layers")
+	if err := os.WriteFile(blocker, nil, 0o644); err != nil { // a file where the cache wants a directory
+		t.Fatal(err)
+	}
+	_, err := baseindex.Build(context.Background(), descriptors(gzLayers(t, cacheLayers...)), baseindex.Options{CacheDir: dir})
+	if err == nil {
+		t.Fatal("Build() succeeded, want an error writing the cache")
+	}
+}

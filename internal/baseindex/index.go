@@ -1,0 +1,171 @@
+package baseindex
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+)
+
+// maxSymlinks is how many symlinks Resolve follows before it gives up, the
+// same limit as Linux's MAXSYMLINKS.
+const maxSymlinks = 40
+
+// ErrTooManyLinks is returned by Resolve when a path needs more than 40
+// symlinks to resolve, which includes every symlink loop.
+var ErrTooManyLinks = errors.New("too many levels of symbolic links")
+
+// Index is the merged filesystem metadata of an image's layers. It is
+// immutable once built and safe for concurrent use.
+type Index struct {
+	// nodes maps every path to its node, implied directories included.
+	nodes map[string]*Node
+	// kids maps a directory's path to its direct children by name.
+	kids map[string]map[string]*Node
+	// listed counts the nodes that are not implied.
+	listed int
+}
+
+// Lookup returns the node at path, without following symlinks. The path is
+// relative to the image root; a leading slash is ignored and it is
+// cleaned. Implied directories are returned with Implied set.
+func (ix *Index) Lookup(p string) (*Node, bool) {
+	n, ok := ix.nodes[relPath(p)]
+	return n, ok
+}
+
+// Content returns the content kept for path, without following symlinks.
+// Only these regular files (or hardlinks to regular files) have it:
+// etc/passwd, etc/group, usr/lib/passwd, usr/lib/group, every file under
+// usr/lib/systemd/system-preset/ and etc/systemd/system-preset/, and the
+// files of at most 64 KiB directly under usr/lib/systemd/system/,
+// etc/systemd/system/ and lib/systemd/system/. The returned slice must not
+// be modified.
+func (ix *Index) Content(p string) ([]byte, bool) {
+	n, ok := ix.nodes[relPath(p)]
+	if !ok || n.content == nil {
+		return nil, false
+	}
+	return n.content, true
+}
+
+// ReadDir returns the direct children of the directory dir sorted by name,
+// implied directories included. It returns nil if dir is not a directory.
+// Symlinks are not followed.
+func (ix *Index) ReadDir(dir string) []*Node {
+	kids := ix.kids[relPath(dir)]
+	if len(kids) == 0 {
+		return nil
+	}
+	out := make([]*Node, 0, len(kids))
+	for _, n := range kids {
+		out = append(out, n)
+	}
+	slices.SortFunc(out, func(a, b *Node) int { return strings.Compare(a.Path, b.Path) })
+	return out
+}
+
+// Len returns the number of paths the layers list, implied directories
+// excluded. The root counts only if a layer lists it.
+func (ix *Index) Len() int {
+	return ix.listed
+}
+
+// Resolve resolves the symlinks in the parent components of p through the
+// image's own symlinks, keeping the last component as it is, and returns
+// the clean path relative to the image root. Absolute symlink targets are
+// relative to the image root and ".." never climbs above it, as
+// securejoin does. Hardlinks to symlinks are followed like symlinks.
+// Components that do not exist are kept literally. More than 40 symlinks
+// (a loop) is an error wrapping ErrTooManyLinks.
+func (ix *Index) Resolve(p string) (string, error) {
+	parts := splitPath(p)
+	if len(parts) == 0 {
+		return "", nil
+	}
+	last := parts[len(parts)-1]
+	dir, err := ix.resolveDir(parts[:len(parts)-1])
+	if err != nil {
+		return "", fmt.Errorf("resolving %q: %w", p, err)
+	}
+	if last == ".." {
+		return parentDir(dir), nil
+	}
+	return joinPath(dir, last), nil
+}
+
+// resolveDir walks parts from the root, following every symlink.
+func (ix *Index) resolveDir(parts []string) (string, error) {
+	queue := slices.Clone(parts)
+	cur, links := "", 0
+	for len(queue) > 0 {
+		c := queue[0]
+		queue = queue[1:]
+		if c == ".." {
+			cur = parentDir(cur)
+			continue
+		}
+		next := joinPath(cur, c)
+		n, ok := ix.nodes[next]
+		if !ok {
+			cur = next
+			continue
+		}
+		target, isLink := n.symlinkTarget()
+		if !isLink {
+			cur = next
+			continue
+		}
+		if links++; links > maxSymlinks {
+			return "", ErrTooManyLinks
+		}
+		if strings.HasPrefix(target, "/") {
+			cur = ""
+		}
+		queue = append(splitPath(target), queue...)
+	}
+	return cur, nil
+}
+
+// splitPath splits p into its components, dropping empty ones and ".".
+func splitPath(p string) []string {
+	parts := strings.Split(p, "/")
+	return slices.DeleteFunc(parts, func(s string) bool { return s == "" || s == "." })
+}
+
+// relPath cleans p and makes it relative to the root: "/etc/" is "etc",
+// "/" is "". ".." components cannot climb above the root.
+func relPath(p string) string {
+	c := path.Clean(p)
+	switch {
+	case c == ".":
+		return ""
+	case c[0] == '/' || c == ".." || strings.HasPrefix(c, "../"):
+		return path.Clean("/" + c)[1:]
+	}
+	return c
+}
+
+// parentDir returns the parent of a clean relative path; the root is its
+// own parent.
+func parentDir(p string) string {
+	i := strings.LastIndexByte(p, '/')
+	if i < 0 {
+		return ""
+	}
+	return p[:i]
+}
+
+// baseName returns the last component of a clean relative path.
+func baseName(p string) string {
+	return p[strings.LastIndexByte(p, '/')+1:]
+}
+
+// joinPath joins a clean relative directory and a name.
+func joinPath(dir, name string) string {
+	if dir == "" {
+		return name
+	}
+	return dir + "/" + name
+}

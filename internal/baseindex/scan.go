@@ -1,0 +1,565 @@
+package baseindex
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"path"
+	"strings"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+	digest "github.com/opencontainers/go-digest"
+)
+
+// ErrDigestMismatch is returned when a layer blob does not hash to its
+// descriptor's digest.
+var ErrDigestMismatch = errors.New("digest mismatch")
+
+const (
+	whiteoutPrefix = ".wh."
+	whiteoutMeta   = ".wh..wh."
+	opaqueMarker   = ".wh..wh..opq"
+
+	// smallFile is the largest file read whole into a recent-files slot.
+	smallFile = 64 << 10
+	// recentFiles is how many recent small files a scan remembers, so that
+	// a hardlink at a kept path can take the content of a target that is
+	// not itself kept. ostree-ext writes every object right before the
+	// hardlinks to it, so one would do; a few cover other tar writers.
+	recentFiles = 4
+	// copyBuffer is the size of the buffer large files are hashed through.
+	copyBuffer = 256 << 10
+	// blobBuffer is the read-ahead on the compressed stream.
+	blobBuffer = 256 << 10
+)
+
+var (
+	gzipMagic = []byte{0x1f, 0x8b}
+	zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
+	xzMagic   = []byte{0xfd, '7', 'z', 'X', 'Z', 0x00}
+	bzipMagic = []byte{'B', 'Z', 'h'}
+)
+
+// layerMediaTypes are the media types of the layers Build accepts; "" lets
+// the magic bytes decide.
+var layerMediaTypes = map[string]bool{
+	"":                                       true,
+	"application/vnd.oci.image.layer.v1.tar": true,
+	"application/vnd.oci.image.layer.v1.tar+gzip":                  true,
+	"application/vnd.oci.image.layer.v1.tar+zstd":                  true,
+	"application/vnd.oci.image.layer.nondistributable.v1.tar":      true,
+	"application/vnd.oci.image.layer.nondistributable.v1.tar+gzip": true,
+	"application/vnd.oci.image.layer.nondistributable.v1.tar+zstd": true,
+	"application/vnd.docker.image.rootfs.diff.tar":                 true,
+	"application/vnd.docker.image.rootfs.diff.tar.gzip":            true,
+	"application/vnd.docker.image.rootfs.diff.tar.zstd":            true,
+	"application/vnd.docker.image.rootfs.foreign.diff.tar.gzip":    true,
+}
+
+// scanLayer streams one layer blob, checks its digest and size, and returns
+// its entries in tar order, whiteout and opaque markers included.
+func scanLayer(ctx context.Context, l Layer, progress func(digest.Digest, int64)) ([]Node, error) {
+	s, err := scanBlob(ctx, l, progress, nil)
+	if err != nil {
+		return nil, err
+	}
+	want, err := s.pendingTargets()
+	if err != nil {
+		return nil, err
+	}
+	if len(want) == 0 {
+		return s.entries, nil
+	}
+	// Some hardlinks at kept paths point to files whose content the first
+	// pass did not keep: read the layer again for just those files.
+	again, err := scanBlob(ctx, l, nil, want)
+	if err != nil {
+		return nil, fmt.Errorf("second pass: %w", err)
+	}
+	if err := s.fillLinks(want, again.got); err != nil {
+		return nil, err
+	}
+	return s.entries, nil
+}
+
+// scanBlob makes one pass over a layer blob. want holds the indexes of the
+// entries whose content to keep in the scanner's got map.
+func scanBlob(ctx context.Context, l Layer, progress func(digest.Digest, int64), want map[int]bool) (s *scanner, err error) {
+	if l.Open == nil {
+		return nil, errors.New("layer has no Open function")
+	}
+	rc, err := l.Open(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("opening blob: %w", err)
+	}
+	defer closeInto(&err, rc)
+	var r io.Reader = rc
+	if l.Size > 0 {
+		r = io.LimitReader(rc, l.Size+1) // enough to notice a longer blob
+	}
+	blob := newBlobReader(ctx, r, l, progress)
+	br := bufio.NewReaderSize(blob, blobBuffer)
+	s = newScanner(want)
+	if err := s.readBlob(br, l.MediaType); err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		// A corrupt stream is most likely a corrupt download: say so if
+		// the rest of the blob confirms it.
+		if _, derr := io.Copy(io.Discard, br); derr == nil {
+			if verr := blob.verify(); verr != nil {
+				return nil, verr
+			}
+		}
+		return nil, err
+	}
+	if _, err := io.Copy(io.Discard, br); err != nil {
+		return nil, fmt.Errorf("reading blob: %w", err)
+	}
+	if err := blob.verify(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// readBlob decompresses br and reads the tar stream in it to its end.
+func (s *scanner) readBlob(br *bufio.Reader, mediaType string) (err error) {
+	dec, err := decompress(br, mediaType)
+	if err != nil {
+		return err
+	}
+	defer closeInto(&err, dec)
+	if err := s.readTar(dec); err != nil {
+		return err
+	}
+	// Read what follows the end of the archive so that the decompressor
+	// checks its trailer (gzip's CRC and size).
+	if _, err := io.CopyBuffer(io.Discard, dec, s.buf); err != nil {
+		return fmt.Errorf("reading past the end of the tar stream: %w", err)
+	}
+	return nil
+}
+
+// decompress picks the decompressor by the stream's magic bytes, which
+// win over the media type: the media type only has to be a layer type.
+func decompress(br *bufio.Reader, mediaType string) (io.ReadCloser, error) {
+	if !layerMediaTypes[mediaType] {
+		return nil, fmt.Errorf("unsupported layer media type %q", mediaType)
+	}
+	magic, _ := br.Peek(len(xzMagic)) // a short blob is a short tar stream
+	switch {
+	case bytes.HasPrefix(magic, gzipMagic):
+		z, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("reading gzip header: %w", err)
+		}
+		return z, nil
+	case bytes.HasPrefix(magic, zstdMagic):
+		z, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1))
+		if err != nil {
+			return nil, fmt.Errorf("starting zstd decoder: %w", err)
+		}
+		return z.IOReadCloser(), nil
+	case bytes.HasPrefix(magic, xzMagic), bytes.HasPrefix(magic, bzipMagic):
+		return nil, errors.New("unsupported layer compression (xz or bzip2)")
+	}
+	return io.NopCloser(br), nil
+}
+
+// blobReader hashes and counts the compressed stream as it is read, and
+// stops when the context is done.
+type blobReader struct {
+	ctx      context.Context
+	r        io.Reader
+	layer    Layer
+	hash     hash.Hash
+	n        int64
+	progress func(digest.Digest, int64)
+}
+
+func newBlobReader(ctx context.Context, r io.Reader, l Layer, progress func(digest.Digest, int64)) *blobReader {
+	return &blobReader{ctx: ctx, r: r, layer: l, hash: l.Digest.Algorithm().Hash(), progress: progress}
+}
+
+func (b *blobReader) Read(p []byte) (int, error) {
+	if err := b.ctx.Err(); err != nil {
+		return 0, err
+	}
+	n, err := b.r.Read(p)
+	if n > 0 {
+		b.hash.Write(p[:n])
+		b.n += int64(n)
+		if b.progress != nil {
+			b.progress(b.layer.Digest, b.n)
+		}
+	}
+	return n, err
+}
+
+// verify checks the digest and, when the layer has one, the size of what
+// was read.
+func (b *blobReader) verify() error {
+	if got := digest.NewDigest(b.layer.Digest.Algorithm(), b.hash); got != b.layer.Digest {
+		return fmt.Errorf("%w (got %s)", ErrDigestMismatch, got)
+	}
+	if b.layer.Size > 0 && b.n != b.layer.Size {
+		return fmt.Errorf("size mismatch: read %d bytes, descriptor says %d", b.n, b.layer.Size)
+	}
+	return nil
+}
+
+// scanner turns tar entries into nodes.
+type scanner struct {
+	entries []Node
+	hash    hash.Hash
+	sum     [sha256.Size]byte
+	buf     []byte
+
+	recent [recentFiles]recentFile
+	next   int
+	// kept holds this layer's kept contents by path, for hardlinks.
+	kept map[string][]byte
+	// needs lists hardlinks at kept paths whose target content the scan
+	// did not have at hand.
+	needs []int
+
+	want map[int]bool
+	got  map[int][]byte
+}
+
+// recentFile is a small file the scan read recently.
+type recentFile struct {
+	path string
+	data []byte
+	ok   bool
+}
+
+func newScanner(want map[int]bool) *scanner {
+	return &scanner{
+		hash: sha256.New(),
+		buf:  make([]byte, copyBuffer),
+		kept: map[string][]byte{},
+		want: want,
+		got:  map[int][]byte{},
+	}
+}
+
+// readTar reads every entry of a tar stream.
+func (s *scanner) readTar(r io.Reader) error {
+	tr := tar.NewReader(r)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading tar stream: %w", err)
+		}
+		if err := s.add(hdr, tr); err != nil {
+			return fmt.Errorf("tar entry %q: %w", hdr.Name, err)
+		}
+	}
+}
+
+// add records one tar entry; r reads its content.
+func (s *scanner) add(hdr *tar.Header, r io.Reader) error {
+	if hdr.Typeflag == tar.TypeXGlobalHeader {
+		return nil
+	}
+	p, err := entryPath(hdr.Name)
+	if err != nil {
+		return err
+	}
+	if aufsMeta(p) {
+		return nil
+	}
+	s.forget(p)
+	if name := baseName(p); strings.HasPrefix(name, whiteoutPrefix) {
+		return s.addWhiteout(parentDir(p), name)
+	}
+	n := Node{Path: p, Mode: uint32(hdr.Mode) & 0o7777, UID: hdr.Uid, GID: hdr.Gid}
+	if n.Type, err = entryType(hdr.Typeflag); err != nil {
+		return err
+	}
+	if p == "" && n.Type != Dir {
+		return fmt.Errorf("root is a %s", n.Type)
+	}
+	switch n.Type {
+	case File:
+		return s.addFile(n, hdr.Size, r)
+	case Symlink:
+		n.Target = hdr.Linkname
+	case Hardlink:
+		if n.Target, err = entryPath(hdr.Linkname); err != nil {
+			return fmt.Errorf("hardlink target: %w", err)
+		}
+		if n.Target == p {
+			return errors.New("hardlink to itself")
+		}
+		s.linkContent(&n)
+	}
+	s.entries = append(s.entries, n)
+	return nil
+}
+
+// aufsMeta reports whether p is under an aufs metadata directory such as
+// ".wh..wh.plnk", which extraction skips.
+func aufsMeta(p string) bool {
+	first, _, nested := strings.Cut(p, "/")
+	return nested && strings.HasPrefix(first, whiteoutMeta)
+}
+
+// entryType maps a tar type flag to a node type.
+func entryType(flag byte) (Type, error) {
+	switch flag {
+	case tar.TypeReg, '\x00', tar.TypeGNUSparse, tar.TypeCont:
+		return File, nil
+	case tar.TypeDir:
+		return Dir, nil
+	case tar.TypeSymlink:
+		return Symlink, nil
+	case tar.TypeLink:
+		return Hardlink, nil
+	case tar.TypeChar:
+		return CharDevice, nil
+	case tar.TypeBlock:
+		return BlockDevice, nil
+	case tar.TypeFifo:
+		return FIFO, nil
+	}
+	return 0, fmt.Errorf("unsupported tar entry type %q", flag)
+}
+
+// addWhiteout records a whiteout or opaque marker found in dir. Other
+// ".wh..wh." names are aufs metadata and mean nothing to an image.
+func (s *scanner) addWhiteout(dir, name string) error {
+	switch {
+	case name == opaqueMarker:
+		s.entries = append(s.entries, Node{Path: dir, Type: typeOpaque})
+	case strings.HasPrefix(name, whiteoutMeta):
+	default:
+		deleted := strings.TrimPrefix(name, whiteoutPrefix)
+		if deleted == "" || deleted == "." || deleted == ".." {
+			return fmt.Errorf("invalid whiteout %q", name)
+		}
+		s.entries = append(s.entries, Node{Path: joinPath(dir, deleted), Type: typeWhiteout})
+	}
+	return nil
+}
+
+// addFile hashes a regular file and keeps its content when needed.
+func (s *scanner) addFile(n Node, size int64, r io.Reader) error {
+	idx := len(s.entries)
+	keep, err := keepContent(n.Path, size)
+	if err != nil {
+		return err
+	}
+	content, err := s.hashFile(r, n.Path, size, keep || s.want[idx])
+	if err != nil {
+		return err
+	}
+	n.Size = size
+	n.Digest = s.digestString()
+	if s.want[idx] {
+		s.got[idx] = content
+	}
+	if keep {
+		n.content = content
+		s.kept[n.Path] = content
+	}
+	s.entries = append(s.entries, n)
+	return nil
+}
+
+// hashFile reads size bytes of r into the hash. It returns a copy of the
+// content if keep is set. Small files go through a recent-files slot.
+func (s *scanner) hashFile(r io.Reader, p string, size int64, keep bool) ([]byte, error) {
+	s.hash.Reset()
+	if size <= smallFile {
+		data, err := s.readSmall(r, p, int(size))
+		if err != nil {
+			return nil, err
+		}
+		s.hash.Write(data)
+		if keep {
+			return append([]byte{}, data...), nil
+		}
+		return nil, nil
+	}
+	if keep {
+		data := make([]byte, size)
+		if _, err := io.ReadFull(r, data); err != nil {
+			return nil, fmt.Errorf("reading content: %w", err)
+		}
+		s.hash.Write(data)
+		return data, nil
+	}
+	n, err := io.CopyBuffer(s.hash, r, s.buf)
+	if err == nil && n != size {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading content: %w", err)
+	}
+	return nil, nil
+}
+
+// readSmall reads a small file into the next recent-files slot.
+func (s *scanner) readSmall(r io.Reader, p string, size int) ([]byte, error) {
+	slot := &s.recent[s.next]
+	s.next = (s.next + 1) % recentFiles
+	if slot.data == nil {
+		slot.data = make([]byte, smallFile)
+	}
+	slot.path, slot.ok = p, false
+	data := slot.data[:size]
+	if _, err := io.ReadFull(r, data); err != nil {
+		return nil, fmt.Errorf("reading content: %w", err)
+	}
+	slot.data, slot.ok = slot.data[:size], true
+	return data, nil
+}
+
+// digestString formats the hash's sum as "sha256:<hex>".
+func (s *scanner) digestString() string {
+	var b [len("sha256:") + 2*sha256.Size]byte
+	copy(b[:], "sha256:")
+	hex.Encode(b[len("sha256:"):], s.hash.Sum(s.sum[:0]))
+	return string(b[:])
+}
+
+// forget drops what the scan remembers of p's content: an entry at p
+// replaces it.
+func (s *scanner) forget(p string) {
+	for i := range s.recent {
+		if s.recent[i].ok && s.recent[i].path == p {
+			s.recent[i].ok = false
+		}
+	}
+	delete(s.kept, p)
+}
+
+// linkContent gives a hardlink at a kept path the content of its target,
+// when the scan has it at hand; otherwise it notes the link as needing it.
+func (s *scanner) linkContent(n *Node) {
+	if !keptPath(n.Path) {
+		return
+	}
+	content, ok := s.kept[n.Target]
+	if !ok {
+		content, ok = s.recentContent(n.Target)
+	}
+	if !ok {
+		s.needs = append(s.needs, len(s.entries))
+		return
+	}
+	if keep, _ := keepContent(n.Path, int64(len(content))); keep {
+		n.content = content
+		s.kept[n.Path] = content
+	}
+}
+
+// recentContent returns a copy of the content of p if it is a recent file.
+func (s *scanner) recentContent(p string) ([]byte, bool) {
+	for i := 1; i <= recentFiles; i++ {
+		slot := &s.recent[(s.next-i+recentFiles)%recentFiles]
+		if slot.ok && slot.path == p {
+			return append([]byte{}, slot.data...), true
+		}
+	}
+	return nil, false
+}
+
+// pendingTargets returns the indexes of the regular files, in this layer,
+// whose content the needy hardlinks want. A target in a lower layer is
+// left to the merge.
+func (s *scanner) pendingTargets() (map[int]bool, error) {
+	want := map[int]bool{}
+	for _, i := range s.needs {
+		j, ok := s.linkTarget(i)
+		if !ok {
+			continue
+		}
+		keep, err := keepContent(s.entries[i].Path, s.entries[j].Size)
+		if err != nil {
+			return nil, fmt.Errorf("hardlink %q to %q: %w", s.entries[i].Path, s.entries[i].Target, err)
+		}
+		if keep {
+			want[j] = true
+		}
+	}
+	return want, nil
+}
+
+// linkTarget finds the regular file in this layer that the hardlink
+// entries[i] shares an inode with: the last entry at its target path
+// before it, following hardlinks to hardlinks.
+func (s *scanner) linkTarget(i int) (int, bool) {
+	for hops := 0; hops < len(s.entries); hops++ {
+		target := s.entries[i].Target
+		j := i - 1
+		for j >= 0 && (s.entries[j].Path != target || s.entries[j].Type > FIFO) {
+			j--
+		}
+		if j < 0 {
+			return 0, false
+		}
+		switch s.entries[j].Type {
+		case File:
+			return j, true
+		case Hardlink:
+			i = j
+		default:
+			return 0, false
+		}
+	}
+	return 0, false
+}
+
+// fillLinks gives the needy hardlinks the contents a second pass kept.
+func (s *scanner) fillLinks(want map[int]bool, got map[int][]byte) error {
+	for _, i := range s.needs {
+		j, ok := s.linkTarget(i)
+		if !ok || !want[j] {
+			continue
+		}
+		content, ok := got[j]
+		if !ok || s.entries[j].Digest != digestOf(content) {
+			return fmt.Errorf("second pass did not find the content of %q", s.entries[j].Path)
+		}
+		s.entries[i].content = content
+	}
+	return nil
+}
+
+// digestOf returns "sha256:<hex>" of b.
+func digestOf(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// entryPath cleans a tar entry name into a path relative to the root.
+// Leading slashes are dropped; ".." that would climb above the root is an
+// error, as extraction refuses it.
+func entryPath(name string) (string, error) {
+	c := path.Clean(name)
+	if c == ".." || strings.HasPrefix(c, "../") {
+		return "", fmt.Errorf("path %q escapes the root", name)
+	}
+	return relPath(c), nil
+}
+
+// closeInto closes c and records its error in *err unless *err is set.
+func closeInto(err *error, c io.Closer) {
+	if cerr := c.Close(); cerr != nil && *err == nil {
+		*err = cerr
+	}
+}
