@@ -1,0 +1,140 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/mattn/go-isatty"
+	"github.com/spf13/cobra"
+
+	"github.com/mcbake/mcbake/internal/base"
+	"github.com/mcbake/mcbake/internal/manifest"
+	"github.com/mcbake/mcbake/internal/progress"
+	"github.com/mcbake/mcbake/verify"
+)
+
+// diffFlags are shared by diff and plan.
+type diffFlags struct {
+	img          imageFlags
+	baseRef      string
+	imageRef     string
+	manifestFile string
+	quiet        bool
+}
+
+func (f *diffFlags) register(cmd *cobra.Command, allowManifest bool) {
+	f.img.register(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&f.baseRef, "base", "", "the base image a node reverts to")
+	fl.StringVar(&f.imageRef, "image", "", "the layered image the node runs")
+	if allowManifest {
+		fl.StringVar(&f.manifestFile, "manifest", "", "the layered image's ownership manifest file (instead of --image)")
+	}
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress output")
+	_ = cmd.MarkFlagRequired("base")
+}
+
+// report runs the diff: reads the layered manifest, opens and indexes the
+// base, and compares.
+func (f *diffFlags) report(cmd *cobra.Command) (*verify.Report, error) {
+	if (f.imageRef == "") == (f.manifestFile == "") {
+		return nil, errors.New("give exactly one of --image IMAGE or --manifest FILE")
+	}
+	var m *manifest.Manifest
+	image := verify.ImageRef{Reference: f.imageRef}
+	var err error
+	if f.manifestFile != "" {
+		image.Reference = f.manifestFile
+		if m, err = manifest.ReadFile(f.manifestFile); err != nil {
+			return nil, err
+		}
+	} else if m, _, image.Digest, err = readEmbedded(cmd, &f.img, f.imageRef); err != nil {
+		return nil, err
+	}
+	opts, cacheDir, err := f.img.options(cmd)
+	if err != nil {
+		return nil, err
+	}
+	rep := progress.New(cmd.ErrOrStderr(), f.quiet)
+	b, err := base.Open(cmd.Context(), f.baseRef, base.Options{Images: opts, CacheDir: cacheDir,
+		Progress: func(layer string, total, n int64) { rep.Update(short(layer), total, n) }})
+	rep.Wait()
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	return verify.Diff(m, image, verify.ImageRef{Reference: f.baseRef, Digest: b.Digest().String()}, b.Index), nil
+}
+
+func newDiffCommand() *cobra.Command {
+	var f diffFlags
+	var format string
+	cmd := &cobra.Command{
+		Use:   "diff --base IMAGE (--image IMAGE | --manifest FILE)",
+		Short: "Predict what a revert from a layered image to a base does to every owned path",
+		Long: `Diff classifies every path the layered image owns by zone (etc: three-way
+merged; usr: replaced by the base; var: untouched; dropped: never deployed),
+compares it with the base, and applies ostree's /etc merge rules, assuming the
+node's copy is what the machine-config-daemon wrote (the same content the image
+baked). A path is clobbered when the revert leaves it different from what the
+MachineConfig wants. The base may be a newer base than the one the image was
+built on (base-bump analysis).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if format != "text" && format != "json" {
+				return fmt.Errorf("--format %q: want text or json", format)
+			}
+			r, err := f.report(cmd)
+			if err != nil {
+				return err
+			}
+			if format == "json" {
+				return r.WriteJSON(cmd.OutOrStdout())
+			}
+			return r.WriteText(cmd.OutOrStdout(), isTerminal(cmd.OutOrStdout()))
+		},
+	}
+	f.register(cmd, true)
+	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
+	return cmd
+}
+
+func isTerminal(w any) bool {
+	f, ok := w.(*os.File)
+	return ok && isatty.IsTerminal(f.Fd())
+}
+
+func newPlanCommand() *cobra.Command {
+	var f diffFlags
+	var out string
+	cmd := &cobra.Command{
+		Use:   "plan --base IMAGE --image IMAGE -o FILE",
+		Short: "Write the revert plan: the paths a node must rewrite after reverting to the base",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r, err := f.report(cmd)
+			if err != nil {
+				return err
+			}
+			p, err := verify.NewPlan(r)
+			if err != nil {
+				return err
+			}
+			b, err := verify.MarshalPlan(p)
+			if err != nil {
+				return err
+			}
+			if err := writeFileAtomic(out, b); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d path(s) to rewrite, %d lost under /usr\n", out, len(p.Rewrite), len(p.Lost))
+			return nil
+		},
+	}
+	f.register(cmd, false)
+	cmd.Flags().StringVarP(&out, "output", "o", "", "plan file to write")
+	_ = cmd.MarkFlagRequired("image")
+	_ = cmd.MarkFlagRequired("output")
+	return cmd
+}

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcbake/mcbake/internal/machineconfig"
+	"github.com/mcbake/mcbake/internal/render"
+	"github.com/mcbake/mcbake/internal/rootfs"
+	"github.com/mcbake/mcbake/verify"
+)
+
+// renderForRoot loads and renders MachineConfigs against a node's root
+// directory (owner names resolve against its passwd/group).
+func renderForRoot(cmd *cobra.Command, files []string, dir string) (*render.Result, *rootfs.Root, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	root, err := rootfs.Open(abs)
+	if err != nil {
+		return nil, nil, err
+	}
+	mcs, err := machineconfig.Load(files, cmd.InOrStdin())
+	if err != nil {
+		root.Close()
+		return nil, nil, err
+	}
+	res, err := render.Render(machineconfig.Merge(mcs), render.DirRoot(abs))
+	if err != nil {
+		root.Close()
+		return nil, nil, err
+	}
+	return res, root, nil
+}
+
+func newRewriteCommand() *cobra.Command {
+	var files []string
+	var planFile, dir string
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "rewrite --plan FILE -f MC... --root DIR [--dry-run]",
+		Short: "Rewrite the paths a revert plan names, under a node's root, from the MachineConfigs",
+		Long: `Rewrite makes each planned path under DIR exactly what the MachineConfigs
+want. Content comes from the MachineConfigs, never from the plan alone: every
+plan entry must match them (type, mode, owners, digest or target), otherwise
+nothing is written. Writes are atomic (temporary file, fsync, rename, fsync of
+the directory); no path component is followed outside DIR (openat2 with
+RESOLVE_IN_ROOT). A second run writes nothing.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := verify.ReadPlan(planFile)
+			if err != nil {
+				return err
+			}
+			res, root, err := renderForRoot(cmd, files, dir)
+			if err != nil {
+				return err
+			}
+			defer root.Close()
+			acts, err := verify.Rewrite(root, p, res, dryRun)
+			if err != nil {
+				return err
+			}
+			printActions(cmd, acts, dryRun)
+			return nil
+		},
+	}
+	addMachineConfigFlag(cmd, &files)
+	cmd.Flags().StringVar(&planFile, "plan", "", "revert plan (from mcbake plan)")
+	cmd.Flags().StringVar(&dir, "root", "", "the node's root directory")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say what would be written, write nothing")
+	_ = cmd.MarkFlagRequired("plan")
+	_ = cmd.MarkFlagRequired("root")
+	return cmd
+}
+
+func printActions(cmd *cobra.Command, acts []verify.Action, dryRun bool) {
+	w := cmd.OutOrStdout()
+	changed := 0
+	for _, a := range acts {
+		if a.Op == verify.Unchanged {
+			continue
+		}
+		changed++
+		verb := a.Op
+		if dryRun {
+			verb = "would " + verb
+		}
+		fmt.Fprintf(w, "%s %s (%v)\n", verb, a.Path, a.Kinds)
+	}
+	switch {
+	case changed == 0 && len(acts) > 0:
+		fmt.Fprintf(w, "nothing to do: all %d planned path(s) already match\n", len(acts))
+	case changed == 0:
+		fmt.Fprintln(w, "nothing to do: the plan is empty")
+	case dryRun:
+		fmt.Fprintf(w, "%d of %d planned path(s) would be rewritten\n", changed, len(acts))
+	default:
+		fmt.Fprintf(w, "rewrote %d of %d planned path(s)\n", changed, len(acts))
+	}
+}
+
+func newOnDiskCommand() *cobra.Command {
+	var files []string
+	var dir, format string
+	cmd := &cobra.Command{
+		Use:   "ondisk -f MC... --root DIR [--format text|json]",
+		Short: "Validate a node's root directory against MachineConfigs",
+		Long: `Ondisk checks what the machine-config-daemon's on-disk validation checks,
+and what it misses: file content, mode and owner; unit files, drop-ins, masks
+and enablement symlinks (including units without contents, and links a
+disabled unit must not have); core's SSH keys. Exit 0 when DIR matches, 1 with
+every mismatch listed.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if format != "text" && format != "json" {
+				return fmt.Errorf("--format %q: want text or json", format)
+			}
+			res, root, err := renderForRoot(cmd, files, dir)
+			if err != nil {
+				return err
+			}
+			defer root.Close()
+			rep, err := verify.OnDisk(root, dir, res)
+			if err != nil {
+				return err
+			}
+			if format == "json" {
+				err = rep.WriteJSON(cmd.OutOrStdout())
+			} else {
+				err = rep.WriteText(cmd.OutOrStdout())
+			}
+			if err == nil && len(rep.Mismatches) > 0 {
+				return &exitCodeError{code: exitFindings}
+			}
+			return err
+		},
+	}
+	addMachineConfigFlag(cmd, &files)
+	cmd.Flags().StringVar(&dir, "root", "", "the node's root directory")
+	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
+	_ = cmd.MarkFlagRequired("root")
+	return cmd
+}

@@ -1,0 +1,298 @@
+// Package rootfs reads and writes a node's root filesystem mounted at a
+// host directory without ever following a path component outside it:
+// every lookup goes through openat2(2) with RESOLVE_IN_ROOT, so symlinks
+// (absolute or with ..) resolve as if the directory were "/", and the last
+// component is never followed. Writes are atomic: a temporary file in the
+// same directory, fsync, rename, fsync of the directory.
+package rootfs
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Root is an open root directory. Close it when done.
+type Root struct {
+	fd   int
+	path string
+}
+
+// Open opens dir as a root.
+func Open(dir string) (*Root, error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	return &Root{fd: fd, path: dir}, nil
+}
+
+// Close closes the root.
+func (r *Root) Close() error { return unix.Close(r.fd) }
+
+// Type of an on-disk entry.
+type Type string
+
+// Types.
+const (
+	File    Type = "file"
+	Dir     Type = "directory"
+	Symlink Type = "symlink"
+	Other   Type = "other"
+)
+
+// Info describes an on-disk entry. Digest is set for regular files.
+type Info struct {
+	Type     Type
+	Mode     uint32
+	UID, GID int
+	Size     int64
+	Target   string
+	Digest   string
+	Ino      uint64
+}
+
+// openDir opens the directory dir (absolute, inside the root) with every
+// symlink resolved inside the root.
+func (r *Root) openDir(dir string) (int, error) {
+	how := unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS}
+	rel := strings.TrimPrefix(path.Clean("/"+dir), "/")
+	if rel == "" {
+		rel = "."
+	}
+	fd, err := unix.Openat2(r.fd, rel, &how)
+	if err != nil {
+		return -1, &os.PathError{Op: "openat2", Path: dir, Err: err}
+	}
+	return fd, nil
+}
+
+// Lstat describes p without following its last component; ok is false
+// when it does not exist.
+func (r *Root) Lstat(p string) (info Info, ok bool, err error) {
+	dfd, err := r.openDir(path.Dir(p))
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+		return Info{}, false, nil
+	}
+	if err != nil {
+		return Info{}, false, err
+	}
+	defer unix.Close(dfd)
+	return statAt(dfd, path.Base(p), p)
+}
+
+func statAt(dfd int, name, p string) (Info, bool, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return Info{}, false, nil
+		}
+		return Info{}, false, &os.PathError{Op: "fstatat", Path: p, Err: err}
+	}
+	in := Info{Mode: st.Mode & 0o7777, UID: int(st.Uid), GID: int(st.Gid), Size: st.Size, Ino: st.Ino}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		in.Type = File
+		d, err := digestAt(dfd, name)
+		if err != nil {
+			return Info{}, false, &os.PathError{Op: "read", Path: p, Err: err}
+		}
+		in.Digest = d
+	case unix.S_IFDIR:
+		in.Type = Dir
+	case unix.S_IFLNK:
+		in.Type = Symlink
+		t, err := readlinkAt(dfd, name)
+		if err != nil {
+			return Info{}, false, &os.PathError{Op: "readlinkat", Path: p, Err: err}
+		}
+		in.Target = t
+	default:
+		in.Type = Other
+	}
+	return in, true, nil
+}
+
+func digestAt(dfd int, name string) (string, error) {
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func readlinkAt(dfd int, name string) (string, error) {
+	buf := make([]byte, 4096)
+	n, err := unix.Readlinkat(dfd, name, buf)
+	if err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
+}
+
+// MkdirAll creates dir and its missing parents inside the root. Missing
+// directories get mode and uid/gid from parent (called with each missing
+// path, outermost first).
+func (r *Root) MkdirAll(dir string, parent func(p string) (mode uint32, uid, gid int)) error {
+	cur := "/"
+	for _, c := range strings.Split(strings.Trim(path.Clean(dir), "/"), "/") {
+		if c == "" {
+			continue
+		}
+		next := path.Join(cur, c)
+		if _, err := r.openDirClose(next); err == nil {
+			cur = next
+			continue
+		} else if !errors.Is(err, unix.ENOENT) {
+			return err
+		}
+		mode, uid, gid := parent(next)
+		if err := r.Mkdir(next, mode, uid, gid); err != nil {
+			return err
+		}
+		cur = next
+	}
+	return nil
+}
+
+func (r *Root) openDirClose(dir string) (struct{}, error) {
+	fd, err := r.openDir(dir)
+	if err == nil {
+		unix.Close(fd)
+	}
+	return struct{}{}, err
+}
+
+// withDir runs fn with the open parent directory of p and p's base name,
+// then fsyncs the directory.
+func (r *Root) withDir(p string, fn func(dfd int, name string) error) error {
+	dfd, err := r.openDir(path.Dir(p))
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dfd)
+	if err := fn(dfd, path.Base(p)); err != nil {
+		return &os.PathError{Op: "write", Path: p, Err: err}
+	}
+	return unix.Fsync(dfd)
+}
+
+// Mkdir makes the directory p, or sets its mode and owner if it exists.
+func (r *Root) Mkdir(p string, mode uint32, uid, gid int) error {
+	return r.withDir(p, func(dfd int, name string) error {
+		if err := unix.Mkdirat(dfd, name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+			return err
+		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return err
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return errors.New("exists and is not a directory")
+		}
+		if err := unix.Fchownat(dfd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return err
+		}
+		return unix.Fchmodat(dfd, name, mode, 0)
+	})
+}
+
+// WriteFile atomically replaces p with a regular file.
+func (r *Root) WriteFile(p string, content []byte, mode uint32, uid, gid int) error {
+	return r.withDir(p, func(dfd int, name string) error {
+		tmp := tempName(name)
+		fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			return err
+		}
+		f := os.NewFile(uintptr(fd), tmp)
+		err = writeAll(f, content, mode, uid, gid)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return renameInto(dfd, tmp, name, err)
+	})
+}
+
+func writeAll(f *os.File, content []byte, mode uint32, uid, gid int) error {
+	if _, err := f.Write(content); err != nil {
+		return err
+	}
+	if err := f.Chown(uid, gid); err != nil {
+		return err
+	}
+	if err := f.Chmod(os.FileMode(mode) & os.ModePerm); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+// renameInto renames tmp over name, or removes tmp when err is set.
+func renameInto(dfd int, tmp, name string, err error) error {
+	if err == nil {
+		err = unix.Renameat(dfd, tmp, dfd, name)
+	}
+	if err != nil {
+		unix.Unlinkat(dfd, tmp, 0)
+	}
+	return err
+}
+
+// Symlink atomically replaces p with a symlink to target.
+func (r *Root) Symlink(p, target string, uid, gid int) error {
+	return r.withDir(p, func(dfd int, name string) error {
+		tmp := tempName(name)
+		if err := unix.Symlinkat(target, dfd, tmp); err != nil {
+			return err
+		}
+		err := unix.Fchownat(dfd, tmp, uid, gid, unix.AT_SYMLINK_NOFOLLOW)
+		return renameInto(dfd, tmp, name, err)
+	})
+}
+
+// Link atomically replaces p with a hard link to the file at target.
+func (r *Root) Link(p, target string) error {
+	tfd, err := r.openDir(path.Dir(target))
+	if err != nil {
+		return err
+	}
+	defer unix.Close(tfd)
+	return r.withDir(p, func(dfd int, name string) error {
+		tmp := tempName(name)
+		if err := unix.Linkat(tfd, path.Base(target), dfd, tmp, 0); err != nil {
+			return err
+		}
+		return renameInto(dfd, tmp, name, nil)
+	})
+}
+
+// Remove removes the non-directory p if it exists.
+func (r *Root) Remove(p string) error {
+	return r.withDir(p, func(dfd int, name string) error {
+		if err := unix.Unlinkat(dfd, name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+			return err
+		}
+		return nil
+	})
+}
+
+func tempName(name string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf(".%s.mcbake-%s", name, hex.EncodeToString(b[:]))
+}

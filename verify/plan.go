@@ -1,0 +1,100 @@
+package verify
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/mcbake/mcbake/internal/manifest"
+)
+
+// PlanSchemaVersion is the version of the plan format.
+const PlanSchemaVersion = 1
+
+// Plan is a revert plan: what a node must rewrite after reverting from
+// Image to Base, and the clobbers it cannot repair.
+type Plan struct {
+	SchemaVersion int      `json:"schemaVersion"`
+	Image         ImageRef `json:"image"`
+	Base          ImageRef `json:"base"`
+	// Rewrite lists the clobbered /etc paths, parents before children.
+	Rewrite []PlanEntry `json:"rewrite"`
+	// Lost lists clobbered paths outside /etc and /var: the base's
+	// version wins and a node cannot rewrite them.
+	Lost []PlanEntry `json:"lost,omitempty"`
+}
+
+// PlanEntry is the desired state of one clobbered path.
+type PlanEntry struct {
+	// Path is the path on the node (resolved through the base's
+	// symlinks); RequestedPath is the MachineConfig's path when different.
+	Path          string          `json:"path"`
+	RequestedPath string          `json:"requestedPath,omitempty"`
+	Outcome       Outcome         `json:"outcome"`
+	Type          manifest.Type   `json:"type"`
+	Mode          manifest.Mode   `json:"mode"`
+	UID           int             `json:"uid"`
+	GID           int             `json:"gid"`
+	Size          int64           `json:"size,omitempty"`
+	Digest        string          `json:"digest,omitempty"`
+	Target        string          `json:"target,omitempty"`
+	Source        manifest.Source `json:"source"`
+}
+
+// MachineConfigPath is the path the entry's MachineConfig asked for.
+func (p PlanEntry) MachineConfigPath() string {
+	if p.RequestedPath != "" {
+		return p.RequestedPath
+	}
+	return p.Path
+}
+
+// NewPlan builds the revert plan from a diff report. The image and base
+// digests must be known: a plan is only valid for that pair.
+func NewPlan(r *Report) (*Plan, error) {
+	if r.Image.Digest == "" || r.Base.Digest == "" {
+		return nil, fmt.Errorf("a plan needs the image and base digests (image %q, base %q)", r.Image.Digest, r.Base.Digest)
+	}
+	p := &Plan{SchemaVersion: PlanSchemaVersion, Image: r.Image, Base: r.Base, Rewrite: []PlanEntry{}}
+	for _, e := range r.Entries {
+		if !e.Clobbered {
+			continue
+		}
+		pe := PlanEntry{Path: e.Path, RequestedPath: e.RequestedPath, Outcome: e.Outcome, Type: e.Want.Type,
+			Mode: e.Want.Mode, UID: e.Want.UID, GID: e.Want.GID, Size: e.Want.Size, Digest: e.Want.Digest, Target: e.Want.Target, Source: e.Source}
+		if e.Outcome == Lost {
+			p.Lost = append(p.Lost, pe)
+			continue
+		}
+		p.Rewrite = append(p.Rewrite, pe)
+	}
+	return p, nil
+}
+
+// MarshalPlan encodes a plan as indented JSON with a trailing newline.
+func MarshalPlan(p *Plan) ([]byte, error) {
+	b, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// ReadPlan reads and checks a plan file.
+func ReadPlan(file string) (*Plan, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var p Plan
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("%s: decoding plan: %w", file, err)
+	}
+	if p.SchemaVersion != PlanSchemaVersion {
+		return nil, fmt.Errorf("%s: plan schemaVersion %d: only %d is supported", file, p.SchemaVersion, PlanSchemaVersion)
+	}
+	return &p, nil
+}

@@ -1,0 +1,198 @@
+package verify
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/mcbake/mcbake/internal/manifest"
+	"github.com/mcbake/mcbake/internal/render"
+	"github.com/mcbake/mcbake/internal/rootfs"
+)
+
+// Action is what Rewrite did (or, in a dry run, would do) to one path.
+type Action struct {
+	Path string `json:"path"`
+	// Op is write, mkdir, symlink, link, remove, or unchanged.
+	Op string `json:"op"`
+	// Kinds says what differed before the rewrite.
+	Kinds []string `json:"kinds,omitempty"`
+}
+
+// Unchanged is the Op of a path that already matched.
+const Unchanged = "unchanged"
+
+// PlanMismatchError means the MachineConfigs given to Rewrite do not define
+// what the plan says; nothing was written.
+type PlanMismatchError struct{ Lines []string }
+
+func (e *PlanMismatchError) Error() string { return strings.Join(e.Lines, "\n") }
+
+// Rewrite makes every planned path under root exactly what the rendered
+// MachineConfigs want. Content always comes from the rendering; each plan
+// entry must match the rendering's type, mode, owners and digest or
+// target, or nothing is written. Missing parents are created as the MCD
+// creates them (0755 root:root). Writes are atomic and never follow a path
+// outside root. A path already in the wanted state is left alone, so a
+// second run writes nothing.
+func Rewrite(root *rootfs.Root, p *Plan, res *render.Result, dryRun bool) ([]Action, error) {
+	want, err := planned(p, res)
+	if err != nil {
+		return nil, err
+	}
+	var acts []Action
+	// Hard links last: their targets may be planned too.
+	for _, links := range []bool{false, true} {
+		for i, pe := range p.Rewrite {
+			if (want[i].Type == manifest.Hardlink) != links {
+				continue
+			}
+			a, err := rewriteOne(root, pe.Path, want[i], dryRun)
+			if err != nil {
+				return acts, err
+			}
+			acts = append(acts, a)
+		}
+	}
+	return acts, nil
+}
+
+// planned matches every plan entry with the rendered entry for its path.
+func planned(p *Plan, res *render.Result) ([]render.Entry, error) {
+	byPath := map[string]render.Entry{}
+	for _, e := range res.Entries {
+		byPath[e.Path] = e
+	}
+	var lines []string
+	out := make([]render.Entry, len(p.Rewrite))
+	for i, pe := range p.Rewrite {
+		e, ok := byPath[pe.MachineConfigPath()]
+		if !ok {
+			e, ok = implied(pe, res)
+		}
+		if !ok {
+			lines = append(lines, fmt.Sprintf("plan: %s: not defined by the given MachineConfigs (%s %s)", pe.MachineConfigPath(), pe.Source.MachineConfig, pe.Source.Field))
+			continue
+		}
+		if d := planDiff(pe, e.Entry); d != "" {
+			lines = append(lines, fmt.Sprintf("plan: %s: the plan's %s does not match the MachineConfigs (%s %s)", pe.MachineConfigPath(), d, e.Source.MachineConfig, e.Source.Field))
+			continue
+		}
+		out[i] = e
+	}
+	if len(lines) > 0 {
+		return nil, &PlanMismatchError{Lines: lines}
+	}
+	return out, nil
+}
+
+// implied accepts plan entries that a rendering against the node's root
+// does not list because the node already is (or was partly made) as
+// wanted: see impliedParent and impliedAbsent.
+func implied(pe PlanEntry, res *render.Result) (render.Entry, bool) {
+	if e, ok := impliedParent(pe, res); ok {
+		return e, true
+	}
+	return impliedAbsent(pe, res)
+}
+
+// impliedAbsent accepts a planned removal of an enablement link when the
+// MachineConfigs disable or mask that unit (the rendering lists the
+// removal only while the node still has the link).
+func impliedAbsent(pe PlanEntry, res *render.Result) (render.Entry, bool) {
+	if pe.Type != manifest.Absent {
+		return render.Entry{}, false
+	}
+	name := path.Base(pe.Path)
+	for _, u := range res.Units {
+		if u.Name == name && (u.Enablement == render.Disabled || u.Enablement == render.Masked) {
+			return render.Entry{Entry: manifest.Entry{Path: pe.MachineConfigPath(), Type: manifest.Absent, Source: u.Source}}, true
+		}
+	}
+	return render.Entry{}, false
+}
+
+// impliedParent accepts a planned directory that the rendering does not
+// list because the node already has it, when it is a parent of a rendered
+// entry and has the MCD's default parent metadata.
+func impliedParent(pe PlanEntry, res *render.Result) (render.Entry, bool) {
+	if pe.Type != manifest.Directory || pe.Mode != 0o755 || pe.UID != 0 || pe.GID != 0 {
+		return render.Entry{}, false
+	}
+	dir := pe.MachineConfigPath()
+	for _, e := range res.Entries {
+		if strings.HasPrefix(e.Path, dir+"/") {
+			return render.Entry{Entry: manifest.Entry{Path: dir, Type: manifest.Directory, Mode: 0o755, Source: pe.Source}}, true
+		}
+	}
+	return render.Entry{}, false
+}
+
+func planDiff(pe PlanEntry, e manifest.Entry) string {
+	switch {
+	case pe.Type != e.Type:
+		return "type"
+	case pe.Digest != e.Digest:
+		return "digest"
+	case pe.Target != e.Target:
+		return "target"
+	case pe.Mode != e.Mode:
+		return "mode"
+	case pe.UID != e.UID || pe.GID != e.GID:
+		return "owner"
+	}
+	return ""
+}
+
+func rewriteOne(root *rootfs.Root, p string, e render.Entry, dryRun bool) (Action, error) {
+	in, ok, err := root.Lstat(p)
+	if err != nil {
+		return Action{}, err
+	}
+	kinds := compareOnDisk(e.Entry, in, ok)
+	a := Action{Path: p, Op: Unchanged, Kinds: kinds}
+	if len(kinds) == 0 {
+		return a, nil
+	}
+	a.Op = opFor(e.Type)
+	if dryRun {
+		return a, nil
+	}
+	if e.Type != manifest.Absent {
+		if err := root.MkdirAll(path.Dir(p), func(string) (uint32, int, int) { return 0o755, 0, 0 }); err != nil {
+			return a, err
+		}
+	}
+	return a, apply(root, p, e)
+}
+
+func opFor(t manifest.Type) string {
+	switch t {
+	case manifest.Directory:
+		return "mkdir"
+	case manifest.Symlink:
+		return "symlink"
+	case manifest.Hardlink:
+		return "link"
+	case manifest.Absent:
+		return "remove"
+	}
+	return "write"
+}
+
+func apply(root *rootfs.Root, p string, e render.Entry) error {
+	switch e.Type {
+	case manifest.File:
+		return root.WriteFile(p, e.Content, uint32(e.Mode), e.UID, e.GID)
+	case manifest.Directory:
+		return root.Mkdir(p, uint32(e.Mode), e.UID, e.GID)
+	case manifest.Symlink:
+		return root.Symlink(p, e.Target, e.UID, e.GID)
+	case manifest.Hardlink:
+		return root.Link(p, e.Target)
+	case manifest.Absent:
+		return root.Remove(p)
+	}
+	return errors.New("unknown entry type " + string(e.Type))
+}
