@@ -25,6 +25,10 @@ func TestMain(m *testing.M) {
 	if images.InitReexec() {
 		return
 	}
+	// The node script test runs this test binary as mcbake.
+	if os.Getenv("MCBAKE_TEST_AS_CLI") == "1" {
+		os.Exit(execute(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	os.Exit(m.Run())
 }
 
