@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/mcbake/mcbake/internal/buildahengine"
 	"github.com/mcbake/mcbake/internal/images"
 )
 
@@ -25,7 +26,7 @@ const (
 func main() {
 	// containers-storage (and buildah) re-execute this binary for helper
 	// work; when this process is such a child, it has done its job.
-	if images.InitReexec() {
+	if buildahengine.InitReexec() || images.InitReexec() {
 		return
 	}
 	os.Exit(run())

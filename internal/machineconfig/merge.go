@@ -77,9 +77,11 @@ type Merged struct {
 	KernelArguments []string
 	Extensions      []string
 	OSImageURL      string
-	KernelType      string
-	FIPS            bool
-	Conflicts       []Conflict
+	// BaseOSExtensionsContainerImage is the last one set, by name order.
+	BaseOSExtensionsContainerImage string
+	KernelType                     string
+	FIPS                           bool
+	Conflicts                      []Conflict
 }
 
 // Merge merges MachineConfigs like the MCO: sorted by name; a later file,
@@ -136,6 +138,9 @@ func Merge(mcs []*MachineConfig) *Merged {
 		}
 		if mc.Spec.OSImageURL != "" {
 			m.OSImageURL = mc.Spec.OSImageURL
+		}
+		if mc.Spec.BaseOSExtensionsContainerImage != "" {
+			m.BaseOSExtensionsContainerImage = mc.Spec.BaseOSExtensionsContainerImage
 		}
 		if mc.Spec.KernelType != "" {
 			m.KernelType = mc.Spec.KernelType
@@ -243,12 +248,13 @@ func (m *Merged) JSON() ([]byte, error) {
 		"kind":       Kind,
 		"metadata":   map[string]any{"name": m.Name},
 		"spec": Spec{
-			OSImageURL:      m.OSImageURL,
-			Config:          cfg,
-			KernelArguments: m.KernelArguments,
-			Extensions:      m.Extensions,
-			FIPS:            m.FIPS,
-			KernelType:      m.KernelType,
+			OSImageURL:                     m.OSImageURL,
+			BaseOSExtensionsContainerImage: m.BaseOSExtensionsContainerImage,
+			Config:                         cfg,
+			KernelArguments:                m.KernelArguments,
+			Extensions:                     m.Extensions,
+			FIPS:                           m.FIPS,
+			KernelType:                     m.KernelType,
 		},
 	}
 	return json.Marshal(obj)

@@ -23,6 +23,9 @@ const MaxMode = 0o777
 func Refusals(cfg types.Config) error {
 	var r refusals
 	r.ignition(cfg.Ignition)
+	if len(cfg.KernelArguments.ShouldExist) > 0 || len(cfg.KernelArguments.ShouldNotExist) > 0 {
+		r.add("spec.config.kernelArguments", "Ignition kernel arguments are not applied by the machine-config-daemon; use spec.kernelArguments")
+	}
 	r.passwd(cfg.Passwd)
 	r.storage(cfg.Storage)
 	r.units(cfg.Systemd.Units)

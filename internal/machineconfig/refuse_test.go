@@ -15,6 +15,10 @@ func TestRefusals(t *testing.T) {
 		config string // spec.config
 		want   []FieldError
 	}{{
+		name:   "ignition kernel arguments",
+		config: `{"ignition":{"version":"3.5.0"},"kernelArguments":{"shouldExist":["nosmt"]}}`,
+		want:   []FieldError{{Field: "spec.config.kernelArguments", Msg: "Ignition kernel arguments are not applied by the machine-config-daemon; use spec.kernelArguments"}},
+	}, {
 		name:   "append",
 		config: ign("3.5.0", `"storage":{"files":[{"path":"/etc/ok"},{"path":"/etc/a","append":[{"source":"data:,x"}]}]}`),
 		want:   []FieldError{{Field: "spec.config.storage.files[1].append", Msg: "appending " + mcd}},

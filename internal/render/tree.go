@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -37,7 +38,7 @@ func WriteTree(dir string, res *Result, m *manifest.Manifest, chown bool) (err e
 	}
 	defer func() {
 		if err != nil {
-			err = errors.Join(err, os.RemoveAll(tmp))
+			err = errors.Join(err, removeTree(tmp))
 		}
 	}()
 	if err := writeRootfs(filepath.Join(tmp, "rootfs"), res.Entries, chown); err != nil {
@@ -91,7 +92,7 @@ func replaceDir(tmp, dir string) error {
 	err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, dir, unix.RENAME_EXCHANGE)
 	switch {
 	case err == nil:
-		if err := os.RemoveAll(tmp); err != nil {
+		if err := removeTree(tmp); err != nil {
 			return fmt.Errorf("removing the earlier output: %w", err)
 		}
 		return nil
@@ -110,10 +111,26 @@ func moveAside(tmp, dir string) error {
 	if err := os.Rename(tmp, dir); err != nil {
 		return errors.Join(err, os.Rename(old, dir))
 	}
-	if err := os.RemoveAll(old); err != nil {
+	if err := removeTree(old); err != nil {
 		return fmt.Errorf("removing the earlier output: %w", err)
 	}
 	return nil
+}
+
+// removeTree removes dir and everything under it, first making its
+// directories writable: a tree written without root privileges can hold
+// read-only directories (mode 0555) that os.RemoveAll alone cannot empty.
+func removeTree(dir string) error {
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			err = os.Chmod(p, 0o700)
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	})
+	return errors.Join(err, os.RemoveAll(dir))
 }
 
 func writeRootfs(rootfs string, entries []Entry, chown bool) error {

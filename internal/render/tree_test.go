@@ -150,8 +150,17 @@ func TestWriteTree(t *testing.T) {
 	}
 	m := res.Manifest(parseDocs(t, treeDocs...))
 	out := filepath.Join(t.TempDir(), "out")
+	t.Cleanup(func() {
+		if err := removeTree(out); err != nil {
+			t.Error(err)
+		}
+	})
 	if err := WriteTree(out, res, m, false); err != nil {
 		t.Fatalf("WriteTree() = %v", err)
+	}
+	// A second write replaces the first, read-only directory included.
+	if err := WriteTree(out, res, m, false); err != nil {
+		t.Fatalf("WriteTree() over an earlier output = %v", err)
 	}
 	rootfs := filepath.Join(out, "rootfs")
 	got := listTree(t, rootfs)
