@@ -1,0 +1,332 @@
+// Package buildahengine builds a Containerfile build context with buildah's
+// library (imagebuildah) into a containers-transport destination: chroot
+// isolation, an OCI manifest, compressed layers, a fixed timestamp, a store
+// of its own, and no network backend. It is the only package that imports
+// github.com/containers/buildah, so moving to go.podman.io/buildah is a
+// change to this package alone; it also imports containers/image and
+// containers/storage, which buildah's API is made of.
+//
+// Programs that call Build must call InitReexec first thing in main (and in
+// TestMain): buildah re-executes the program to run RUN steps and to copy
+// content into the image's root.
+package buildahengine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/containers/buildah"
+	"github.com/containers/buildah/define"
+	"github.com/containers/buildah/imagebuildah"
+	"github.com/containers/image/v5/types"
+	"github.com/containers/storage"
+	"github.com/containers/storage/pkg/archive"
+	"github.com/opencontainers/go-digest"
+	"golang.org/x/sys/unix"
+)
+
+// InitReexec runs buildah's re-executed helpers. It must be the first thing
+// main and TestMain do; when it returns true the process was such a helper
+// and must exit.
+func InitReexec() bool { return buildah.InitReexec() }
+
+// ErrNoRuntime is returned when the Containerfile has a RUN instruction
+// and neither crun nor runc is installed.
+var ErrNoRuntime = errors.New("RUN needs an OCI runtime: install crun or runc")
+
+// Compression algorithms of the new layer.
+const (
+	Gzip = "gzip"
+	Zstd = "zstd"
+)
+
+// Options configure Build.
+type Options struct {
+	// Output is where the image goes, a containers-transport reference:
+	// oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE, dir:DIR,
+	// containers-storage:NAME (in this build's store) or docker://REF.
+	// The parent directory of a file or directory destination must exist.
+	Output string
+	// Containerfile is the file name within the context directory; ""
+	// is "Containerfile".
+	Containerfile string
+
+	// SignaturePolicy is a policy file; InsecurePolicy accepts any image
+	// (through a temporary policy file, as buildah takes only a path).
+	// With neither, the installed policy applies.
+	SignaturePolicy string
+	InsecurePolicy  bool
+	AuthFile        string
+	TLSVerify       *bool // nil: the default (verify)
+	// RegistriesConf replaces registries.conf (and registries.conf.d,
+	// read from RegistriesConf+".d"); "" = the system's.
+	RegistriesConf string
+	// Platform is "os/arch[/variant]" to build for; "" = the host's.
+	Platform string
+	// BlobInfoCacheDir is containers/image's blob-info cache; "" =
+	// $XDG_CACHE_HOME/mcbake/blobinfo.
+	BlobInfoCacheDir string
+
+	// Store is the containers-storage store buildah works in.
+	Store Store
+	// BlobDir keeps the base's compressed layer blobs when it is pulled,
+	// so that the commit reuses them instead of compressing the base's
+	// layers again; "" = none.
+	BlobDir string
+
+	// Timestamp is the image's creation time and the mtime of the new
+	// layer's entries; the zero time means the current time.
+	Timestamp time.Time
+	// Compression of the new layer: Gzip (default) or Zstd.
+	Compression string
+	// Annotations are set on the image manifest.
+	Annotations map[string]string
+	// BaseDiffIDs, when set, are the diff IDs of the base image the caller
+	// prepared the context for: the built image must start with them
+	// (ErrBaseChanged), or the FROM resolved to another image.
+	BaseDiffIDs []digest.Digest
+	// Log receives buildah's step output. When nil it is kept in memory
+	// and its last lines are added to a build error.
+	Log io.Writer
+}
+
+// Store says where the containers-storage store is.
+type Store struct {
+	// Root and RunRoot are the store's directories. An empty Root means
+	// the store configured in storage.conf (for root,
+	// /var/lib/containers/storage); an empty RunRoot with a Root means a
+	// directory under $XDG_RUNTIME_DIR, /run (root) or the temporary
+	// directory.
+	Root, RunRoot string
+	// Driver is the graph driver; "" = overlay as root and vfs otherwise
+	// when Root is set, else storage.conf's.
+	Driver string
+}
+
+// Build builds the Containerfile of contextDir into opts.Output and
+// returns the digest of the written image manifest. It checks up front
+// that a Containerfile with RUN has an OCI runtime (ErrNoRuntime). The
+// store is shut down (its mounts released) before Build returns.
+func Build(ctx context.Context, contextDir string, opts Options) (dgst string, err error) {
+	containerfile := filepath.Join(contextDir, orDefault(opts.Containerfile, "Containerfile"))
+	rt, err := checkRuntime(containerfile)
+	if err != nil {
+		return "", err
+	}
+	compression, err := compressionOf(opts.Compression)
+	if err != nil {
+		return "", err
+	}
+	policy, cleanup, err := policyFile(opts)
+	if err != nil {
+		return "", err
+	}
+	defer func() { err = errors.Join(err, cleanup()) }()
+	sys, err := systemContext(opts, policy)
+	if err != nil {
+		return "", err
+	}
+	store, err := openStore(opts.Store)
+	if err != nil {
+		return "", err
+	}
+	defer func() { err = errors.Join(err, shutdown(store)) }()
+	return build(ctx, store, containerfile, buildOptions(contextDir, opts, sys, policy, rt, compression))
+}
+
+// build runs the build, then reads the image back for its digest and
+// checks that it is built on the expected base.
+func build(ctx context.Context, store storage.Store, containerfile string, b builder) (string, error) {
+	if b.opts.BlobDir != "" {
+		if err := os.MkdirAll(b.opts.BlobDir, 0o700); err != nil {
+			return "", err
+		}
+	}
+	if _, _, err := imagebuildah.BuildDockerfiles(ctx, store, b.options, containerfile); err != nil {
+		return "", b.log.wrap(err)
+	}
+	d, diffIDs, err := readBack(ctx, store, b.opts.Output, b.options.SystemContext)
+	if err != nil {
+		return "", fmt.Errorf("reading back %s: %w", b.opts.Output, err)
+	}
+	if err := checkBase(diffIDs, b.opts.BaseDiffIDs); err != nil {
+		return "", fmt.Errorf("%s: %w", b.opts.Output, err)
+	}
+	return d, nil
+}
+
+// ErrBaseChanged is returned when the built image does not start with the
+// layers the caller expects of its base.
+var ErrBaseChanged = errors.New("the image was not built on the expected base")
+
+func checkBase(got, want []digest.Digest) error {
+	if len(want) == 0 {
+		return nil
+	}
+	if len(got) < len(want) || !slices.Equal(got[:len(want)], want) {
+		return fmt.Errorf("%w: its layers do not start with the base's (did the base change during the build?)", ErrBaseChanged)
+	}
+	return nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func compressionOf(name string) (archive.Compression, error) {
+	switch name {
+	case "", Gzip:
+		return archive.Gzip, nil
+	case Zstd:
+		return archive.Zstd, nil
+	}
+	return 0, fmt.Errorf("compression %q: want gzip or zstd", name)
+}
+
+// builder is one build: imagebuildah's options, the caller's, and where
+// buildah's output goes.
+type builder struct {
+	options define.BuildOptions
+	opts    Options
+	log     *buildLog
+}
+
+// buildOptions are imagebuildah's options for one build.
+func buildOptions(contextDir string, opts Options, sys *types.SystemContext, policy, rt string, compression archive.Compression) builder {
+	log := logFor(opts.Log)
+	bo := define.BuildOptions{
+		ContextDirectory:        contextDir,
+		PullPolicy:              define.PullAlways,
+		Isolation:               define.IsolationChroot,
+		Runtime:                 rt,
+		Compression:             compression,
+		Output:                  opts.Output,
+		Out:                     log,
+		Err:                     log,
+		ReportWriter:            log,
+		SignaturePolicyPath:     policy,
+		OutputFormat:            define.OCIv1ImageManifest,
+		SystemContext:           sys,
+		NamespaceOptions:        define.NamespaceOptions{{Name: "network", Host: true}},
+		NetworkInterface:        noNetwork{},
+		CommonBuildOpts:         &define.CommonBuildOptions{Ulimit: currentUlimits()},
+		Args:                    map[string]string{},
+		RemoveIntermediateCtrs:  true,
+		ForceRmIntermediateCtrs: true,
+		BlobDirectory:           opts.BlobDir,
+		Annotations:             annotations(opts.Annotations),
+	}
+	if !opts.Timestamp.IsZero() {
+		ts := opts.Timestamp.UTC()
+		bo.Timestamp = &ts
+	}
+	if sys.OSChoice != "" {
+		bo.Platforms = []struct{ OS, Arch, Variant string }{{sys.OSChoice, sys.ArchitectureChoice, sys.VariantChoice}}
+	}
+	return builder{options: bo, opts: opts, log: log}
+}
+
+// currentUlimits are this process's open-file and process limits, for
+// RUN: buildah otherwise raises them to 1048576, which fails without
+// CAP_SYS_RESOURCE.
+func currentUlimits() []string {
+	var out []string
+	for name, res := range map[string]int{"nofile": unix.RLIMIT_NOFILE, "nproc": unix.RLIMIT_NPROC} {
+		var l unix.Rlimit
+		if err := unix.Getrlimit(res, &l); err == nil {
+			out = append(out, fmt.Sprintf("%s=%d:%d", name, int64(l.Cur), int64(l.Max)))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func annotations(m map[string]string) []string {
+	var out []string
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// systemContext is the containers/image configuration of a build.
+func systemContext(opts Options, policy string) (*types.SystemContext, error) {
+	cache := opts.BlobInfoCacheDir
+	if cache == "" {
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			return nil, fmt.Errorf("choosing a blob-info cache directory: %w", err)
+		}
+		cache = filepath.Join(dir, "mcbake", "blobinfo")
+	}
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return nil, err
+	}
+	sys := &types.SystemContext{
+		SignaturePolicyPath:      policy,
+		AuthFilePath:             opts.AuthFile,
+		BlobInfoCacheDir:         cache,
+		SystemRegistriesConfPath: opts.RegistriesConf,
+		BigFilesTemporaryDir:     os.Getenv("TMPDIR"),
+	}
+	if opts.RegistriesConf != "" {
+		sys.SystemRegistriesConfDirPath = opts.RegistriesConf + ".d"
+	}
+	if opts.TLSVerify != nil {
+		sys.DockerInsecureSkipTLSVerify = types.NewOptionalBool(!*opts.TLSVerify)
+		sys.OCIInsecureSkipTLSVerify = !*opts.TLSVerify
+	}
+	if opts.Platform != "" {
+		parts := strings.Split(opts.Platform, "/")
+		if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" {
+			return nil, fmt.Errorf("platform %q: want os/arch[/variant]", opts.Platform)
+		}
+		sys.OSChoice, sys.ArchitectureChoice = parts[0], parts[1]
+		if len(parts) == 3 {
+			sys.VariantChoice = parts[2]
+		}
+	} else {
+		sys.OSChoice, sys.ArchitectureChoice = runtime.GOOS, runtime.GOARCH
+	}
+	return sys, nil
+}
+
+// insecurePolicy accepts any image.
+const insecurePolicy = `{"default": [{"type": "insecureAcceptAnything"}]}` + "\n"
+
+// policyFile returns the signature policy file for opts ("" = the
+// installed one) and a function that removes a temporary one.
+func policyFile(opts Options) (string, func() error, error) {
+	none := func() error { return nil }
+	switch {
+	case opts.InsecurePolicy && opts.SignaturePolicy != "":
+		return "", none, errors.New("--insecure-policy and --signature-policy are mutually exclusive")
+	case opts.SignaturePolicy != "":
+		return opts.SignaturePolicy, none, nil
+	case !opts.InsecurePolicy:
+		return "", none, nil
+	}
+	dir, err := os.MkdirTemp("", "mcbake-policy-")
+	if err != nil {
+		return "", none, err
+	}
+	cleanup := func() error { return os.RemoveAll(dir) }
+	p := filepath.Join(dir, "policy.json")
+	if err := os.WriteFile(p, []byte(insecurePolicy), 0o644); err != nil {
+		return "", none, errors.Join(err, cleanup())
+	}
+	return p, cleanup, nil
+}
