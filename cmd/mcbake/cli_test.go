@@ -428,3 +428,31 @@ func writeTree(t *testing.T, dir string, files map[string]testbase.File) {
 		_ = os.Link(filepath.Join(dir, f.Target), filepath.Join(dir, f.Path))
 	}
 }
+
+// TestBuildFromDockerAndMultiPlatformBases builds on a Docker schema2 base
+// and on each platform of a two-platform index.
+func TestBuildFromDockerAndMultiPlatformBases(t *testing.T) {
+	e := newEnv(t)
+	docker := filepath.Join(e.dir, "docker")
+	if _, err := testbase.Write(docker, testbase.Options{Format: "docker"}); err != nil {
+		t.Fatal(err)
+	}
+	multi := filepath.Join(e.dir, "multi")
+	if _, err := testbase.Write(multi, testbase.Options{Platforms: []string{"linux/amd64", "linux/arm64"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.mustBuild(t, "oci:"+docker+":latest", "oci:"+filepath.Join(e.dir, "from-docker")+":latest", workerMC)
+	digests := map[string]string{}
+	for _, platform := range []string{"linux/amd64", "linux/arm64"} {
+		e.extra = []string{"--platform", platform}
+		digests[platform] = e.mustBuild(t, "oci:"+multi+":latest", "oci:"+filepath.Join(e.dir, "from-multi-"+strings.ReplaceAll(platform, "/", "-"))+":latest", workerMC)
+	}
+	if digests["linux/amd64"] == digests["linux/arm64"] {
+		t.Errorf("both platforms built the same image %s", digests["linux/amd64"])
+	}
+	e.extra = []string{"--platform", "linux/s390x"}
+	code, _, stderr := e.build("oci:"+multi+":latest", "oci:"+filepath.Join(e.dir, "from-s390x")+":latest", workerMC)
+	if code != exitInput || !strings.Contains(stderr, "linux/arm64") {
+		t.Errorf("build for a missing platform: exit %d, stderr %q; want exit 2 naming the available platforms", code, stderr)
+	}
+}
