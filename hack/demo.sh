@@ -29,3 +29,9 @@ fi
 
 echo "==> the embedded manifest (mcbake manifest --summary)"
 ./bin/mcbake manifest --summary "oci:$out/layered:latest" --signature-policy "$policy" --cache-dir "$out/cache"
+
+echo "==> what a revert from the layered image to its base would do (mcbake diff; the full table lists every path)"
+./bin/mcbake diff --quiet --base "oci:$out/base:latest" --image "oci:$out/layered:latest" \
+  --signature-policy "$policy" --cache-dir "$out/cache" >"$out/diff.txt"
+head -n 2 "$out/diff.txt"
+echo "(full table: $out/diff.txt)"

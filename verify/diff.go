@@ -13,6 +13,7 @@ import (
 	"github.com/mcbake/mcbake/internal/base"
 	"github.com/mcbake/mcbake/internal/baseindex"
 	"github.com/mcbake/mcbake/internal/manifest"
+	"github.com/mcbake/mcbake/internal/render"
 )
 
 // Zone is how an ostree deployment treats a path.
@@ -36,7 +37,9 @@ type Outcome string
 
 // Outcomes. Removed, Reverted, Restored and Lost are clobbers.
 const (
-	// Kept: the base has exactly what the MachineConfig wants.
+	// Kept: after the revert the node has what the MachineConfig wants:
+	// the base has exactly that, or the node's own copy survives the
+	// merge (see mcdStored).
 	Kept Outcome = "kept"
 	// Removed: the node's copy is an unmodified default of the image and
 	// the base lacks the path, so the merge deletes it.
@@ -122,6 +125,8 @@ func classify(me manifest.Entry, root base.Root, ix *baseindex.Index) Entry {
 	rp, err := root.Resolve(me.Path)
 	if err != nil {
 		rp = path.Clean(me.Path)
+	} else if me.Type == manifest.Directory {
+		rp = followDir(root, rp)
 	}
 	at := me
 	at.ResolvedPath = rp
@@ -131,8 +136,49 @@ func classify(me manifest.Entry, root base.Root, ix *baseindex.Index) Entry {
 		e.RequestedPath = me.Path
 	}
 	e.Outcome, e.Reason = outcome(e.Zone, me.Type, st)
+	if e.Zone == ZoneEtc {
+		if reason, ok := mcdStored(me, rp, root); ok {
+			e.Outcome, e.Reason = Kept, reason
+		}
+	}
 	e.Clobbered = e.Outcome.Clobbers()
 	return e
+}
+
+// mcdStored reports whether the merge keeps the node's own copy of an
+// owned path because the machine-config-daemon writes
+// render.CurrentConfig after staging every update, with the new
+// MachineConfig (on a revert its osImageURL names the base, so it never
+// equals what the layered image baked). ostree therefore sees the file
+// modified (or added) and copies it over the base's /etc, and recreates
+// its parent directory from the node's copy, replacing the base's mode
+// and owners or its absence (TestRevertEndToEnd checks this against real
+// ostree). Rewriting either would put back a config the node no longer
+// runs.
+func mcdStored(me manifest.Entry, rp string, root base.Root) (string, bool) {
+	if me.Path == render.CurrentConfig {
+		return "the machine-config-daemon stores the new config here after staging the revert: the node's copy is modified, so the merge keeps it", true
+	}
+	cc, err := root.Resolve(render.CurrentConfig)
+	if err != nil || me.Type != manifest.Directory || rp != path.Dir(cc) {
+		return "", false
+	}
+	return "parent of the config the machine-config-daemon stores after staging the revert: the merge recreates it from the node's copy", true
+}
+
+// followDir follows a directory entry's own path when the base has a
+// symlink there, as mkdir -p on a node does and as the renderer places
+// it: a directory /usr/local is /var/usrlocal on RHCOS.
+func followDir(root base.Root, rp string) string {
+	n, ok := root.Lstat(rp)
+	if !ok || n.Type != manifest.Symlink {
+		return rp
+	}
+	inside, err := root.Resolve(path.Join(rp, "x"))
+	if err != nil {
+		return rp
+	}
+	return path.Dir(inside)
 }
 
 // outcome applies DESIGN.md §2's table for a node whose copy equals the

@@ -3,8 +3,11 @@ package verify
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"path"
 
 	"github.com/mcbake/mcbake/internal/manifest"
 )
@@ -81,7 +84,9 @@ func MarshalPlan(p *Plan) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// ReadPlan reads and checks a plan file.
+// ReadPlan reads and checks a plan file: a plan must name the image and
+// base digests, and every entry to rewrite must be an absolute, clean path
+// below /etc with what its type needs (a file's digest, a link's target).
 func ReadPlan(file string) (*Plan, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
@@ -93,8 +98,66 @@ func ReadPlan(file string) (*Plan, error) {
 	if err := dec.Decode(&p); err != nil {
 		return nil, fmt.Errorf("%s: decoding plan: %w", file, err)
 	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("%s: decoding plan: trailing data after the JSON object", file)
+	}
 	if p.SchemaVersion != PlanSchemaVersion {
 		return nil, fmt.Errorf("%s: plan schemaVersion %d: only %d is supported", file, p.SchemaVersion, PlanSchemaVersion)
 	}
+	if err := p.check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
 	return &p, nil
+}
+
+// check reports every problem that makes a plan unusable: a missing image
+// or base digest, and entries to rewrite whose path is not absolute and
+// clean or not under /etc, files without a digest, links without a target
+// and unknown types.
+func (p *Plan) check() error {
+	var errs []error
+	if p.Image.Digest == "" || p.Base.Digest == "" {
+		errs = append(errs, fmt.Errorf("plan: the image and base digests are required (image %q, base %q)", p.Image.Digest, p.Base.Digest))
+	}
+	for i, pe := range p.Rewrite {
+		if err := checkRewrite(pe); err != nil {
+			errs = append(errs, fmt.Errorf("plan: rewrite[%d]: %w", i, err))
+		}
+	}
+	for i, pe := range p.Lost {
+		if !cleanAbs(pe.Path) {
+			errs = append(errs, fmt.Errorf("plan: lost[%d]: path %q is not absolute and clean", i, pe.Path))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func checkRewrite(pe PlanEntry) error {
+	switch {
+	case !cleanAbs(pe.Path):
+		return fmt.Errorf("path %q is not absolute and clean", pe.Path)
+	case pe.RequestedPath != "" && !cleanAbs(pe.RequestedPath):
+		return fmt.Errorf("%s: requestedPath %q is not absolute and clean", pe.Path, pe.RequestedPath)
+	case pe.Path == "/etc" || ZoneOf(pe.Path) != ZoneEtc:
+		return fmt.Errorf("%s: only paths below /etc can be rewritten", pe.Path)
+	}
+	switch pe.Type {
+	case manifest.File:
+		if pe.Digest == "" {
+			return fmt.Errorf("%s: a file needs a digest", pe.Path)
+		}
+	case manifest.Symlink, manifest.Hardlink:
+		if pe.Target == "" {
+			return fmt.Errorf("%s: a %s needs a target", pe.Path, pe.Type)
+		}
+	case manifest.Directory, manifest.Absent:
+	default:
+		return fmt.Errorf("%s: unknown type %q", pe.Path, pe.Type)
+	}
+	return nil
+}
+
+// cleanAbs reports whether p is absolute and clean.
+func cleanAbs(p string) bool {
+	return path.IsAbs(p) && path.Clean(p) == p
 }

@@ -64,7 +64,13 @@ func (r *Report) WriteText(w io.Writer, color bool) error {
 		return "\x1b[" + code + "m" + s + "\x1b[0m"
 	}
 	fmt.Fprintf(w, "revert %s -> base %s\n", orDash(r.Image.Reference), orDash(r.Base.Reference))
-	fmt.Fprintf(w, "%d owned paths, %s\n\n", r.Summary.Total, paint(clobberColor(r.Summary.Clobbered), fmt.Sprintf("%d clobbered", r.Summary.Clobbered)))
+	fmt.Fprintf(w, "%d owned paths, %s", r.Summary.Total, paint(clobberColor(r.Summary.Clobbered), fmt.Sprintf("%d clobbered", r.Summary.Clobbered)))
+	for _, o := range outcomeOrder {
+		if n := r.Summary.ByOutcome[o]; n > 0 {
+			fmt.Fprintf(w, ", %d %s", n, o)
+		}
+	}
+	fmt.Fprint(w, "\n\n")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, o := range outcomeOrder {
 		var group []Entry

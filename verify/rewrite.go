@@ -32,11 +32,16 @@ func (e *PlanMismatchError) Error() string { return strings.Join(e.Lines, "\n") 
 // Rewrite makes every planned path under root exactly what the rendered
 // MachineConfigs want. Content always comes from the rendering; each plan
 // entry must match the rendering's type, mode, owners and digest or
-// target, or nothing is written. Missing parents are created as the MCD
+// target, or nothing is written; nor is anything written for an invalid
+// plan (see ReadPlan), or one that names the config the
+// machine-config-daemon stores. Missing parents are created as the MCD
 // creates them (0755 root:root). Writes are atomic and never follow a path
 // outside root. A path already in the wanted state is left alone, so a
 // second run writes nothing.
 func Rewrite(root *rootfs.Root, p *Plan, res *render.Result, dryRun bool) ([]Action, error) {
+	if err := p.check(); err != nil {
+		return nil, err
+	}
 	want, err := planned(p, res)
 	if err != nil {
 		return nil, err
@@ -67,6 +72,10 @@ func planned(p *Plan, res *render.Result) ([]render.Entry, error) {
 	var lines []string
 	out := make([]render.Entry, len(p.Rewrite))
 	for i, pe := range p.Rewrite {
+		if pe.MachineConfigPath() == render.CurrentConfig {
+			lines = append(lines, fmt.Sprintf("plan: %s: the machine-config-daemon stores the config the node runs there; refusing to rewrite it", pe.MachineConfigPath()))
+			continue
+		}
 		e, ok := byPath[pe.MachineConfigPath()]
 		if !ok {
 			e, ok = implied(pe, res)

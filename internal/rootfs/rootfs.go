@@ -76,10 +76,33 @@ func (r *Root) openDir(dir string) (int, error) {
 	return fd, nil
 }
 
+// clean returns p as an absolute, clean path inside the root: ".."
+// cannot climb above "/".
+func clean(p string) string { return path.Clean("/" + p) }
+
+// split returns the parent directory and the name of the path p, which
+// must not be the root itself: every write goes through a parent
+// directory opened inside the root, and the name is a single component
+// (never "..", never absolute).
+func split(p string) (dir, name string, err error) {
+	c := clean(p)
+	if c == "/" {
+		return "", "", &os.PathError{Op: "resolve", Path: p, Err: errors.New("the root directory itself cannot be written")}
+	}
+	return path.Dir(c), path.Base(c), nil
+}
+
 // Lstat describes p without following its last component; ok is false
-// when it does not exist.
+// when it does not exist. Lstat("/") describes the root directory.
 func (r *Root) Lstat(p string) (info Info, ok bool, err error) {
-	dfd, err := r.openDir(path.Dir(p))
+	if clean(p) == "/" {
+		return statAt(r.fd, ".", "/")
+	}
+	dir, name, err := split(p)
+	if err != nil {
+		return Info{}, false, err
+	}
+	dfd, err := r.openDir(dir)
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 		return Info{}, false, nil
 	}
@@ -87,7 +110,7 @@ func (r *Root) Lstat(p string) (info Info, ok bool, err error) {
 		return Info{}, false, err
 	}
 	defer unix.Close(dfd)
-	return statAt(dfd, path.Base(p), p)
+	return statAt(dfd, name, p)
 }
 
 func statAt(dfd int, name, p string) (Info, bool, error) {
@@ -150,7 +173,7 @@ func readlinkAt(dfd int, name string) (string, error) {
 // path, outermost first).
 func (r *Root) MkdirAll(dir string, parent func(p string) (mode uint32, uid, gid int)) error {
 	cur := "/"
-	for _, c := range strings.Split(strings.Trim(path.Clean(dir), "/"), "/") {
+	for _, c := range strings.Split(strings.Trim(clean(dir), "/"), "/") {
 		if c == "" {
 			continue
 		}
@@ -181,34 +204,43 @@ func (r *Root) openDirClose(dir string) (struct{}, error) {
 // withDir runs fn with the open parent directory of p and p's base name,
 // then fsyncs the directory.
 func (r *Root) withDir(p string, fn func(dfd int, name string) error) error {
-	dfd, err := r.openDir(path.Dir(p))
+	dir, name, err := split(p)
+	if err != nil {
+		return err
+	}
+	dfd, err := r.openDir(dir)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(dfd)
-	if err := fn(dfd, path.Base(p)); err != nil {
+	if err := fn(dfd, name); err != nil {
 		return &os.PathError{Op: "write", Path: p, Err: err}
 	}
 	return unix.Fsync(dfd)
 }
 
 // Mkdir makes the directory p, or sets its mode and owner if it exists.
+// An existing non-directory (a symlink included) is an error.
 func (r *Root) Mkdir(p string, mode uint32, uid, gid int) error {
 	return r.withDir(p, func(dfd int, name string) error {
 		if err := unix.Mkdirat(dfd, name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
 			return err
 		}
-		var st unix.Stat_t
-		if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			return err
-		}
-		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		// The owner and mode are set through the directory itself, opened
+		// without following a symlink, so that nothing swapped in since
+		// the mkdir is changed in its place.
+		fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
 			return errors.New("exists and is not a directory")
 		}
-		if err := unix.Fchownat(dfd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err != nil {
 			return err
 		}
-		return unix.Fchmodat(dfd, name, mode, 0)
+		defer unix.Close(fd)
+		if err := unix.Fchown(fd, uid, gid); err != nil {
+			return err
+		}
+		return unix.Fchmod(fd, mode&0o7777)
 	})
 }
 
@@ -236,7 +268,9 @@ func writeAll(f *os.File, content []byte, mode uint32, uid, gid int) error {
 	if err := f.Chown(uid, gid); err != nil {
 		return err
 	}
-	if err := f.Chmod(os.FileMode(mode) & os.ModePerm); err != nil {
+	// After the chown, which clears setuid and setgid; unix.Fchmod keeps
+	// them and the sticky bit, which os.FileMode's permission bits lack.
+	if err := unix.Fchmod(int(f.Fd()), mode&0o7777); err != nil {
 		return err
 	}
 	return f.Sync()
@@ -267,28 +301,46 @@ func (r *Root) Symlink(p, target string, uid, gid int) error {
 
 // Link atomically replaces p with a hard link to the file at target.
 func (r *Root) Link(p, target string) error {
-	tfd, err := r.openDir(path.Dir(target))
+	tdir, tname, err := split(target)
+	if err != nil {
+		return err
+	}
+	tfd, err := r.openDir(tdir)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(tfd)
 	return r.withDir(p, func(dfd int, name string) error {
 		tmp := tempName(name)
-		if err := unix.Linkat(tfd, path.Base(target), dfd, tmp, 0); err != nil {
+		if err := unix.Linkat(tfd, tname, dfd, tmp, 0); err != nil {
 			return err
 		}
 		return renameInto(dfd, tmp, name, nil)
 	})
 }
 
-// Remove removes the non-directory p if it exists.
+// Remove removes the non-directory p if it exists (a missing parent
+// directory means it does not).
 func (r *Root) Remove(p string) error {
-	return r.withDir(p, func(dfd int, name string) error {
-		if err := unix.Unlinkat(dfd, name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
-			return err
-		}
+	dir, name, err := split(p)
+	if err != nil {
+		return err
+	}
+	dfd, err := r.openDir(dir)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 		return nil
-	})
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dfd)
+	if err := unix.Unlinkat(dfd, name, 0); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return &os.PathError{Op: "remove", Path: p, Err: err}
+	}
+	return unix.Fsync(dfd)
 }
 
 func tempName(name string) string {
