@@ -187,11 +187,26 @@ func (r *renderer) enable(name string, src machineconfig.Source, seen map[string
 	seen[name] = true
 	links, _ := r.installLinks(name, src)
 	for _, l := range sortedKeys(links) {
+		if r.unitWritten(l) {
+			r.fail(src, "enabling %s would replace %s, which a MachineConfig unit writes (a mask or unit file): systemctl enable refuses that", name, l)
+			continue
+		}
 		r.addLink(l, links[l], src)
 	}
 	for _, also := range r.also[name] {
 		r.enable(also, src, seen)
 	}
+}
+
+// unitWritten reports whether p is a unit file or mask that a
+// MachineConfig unit writes (enablement runs after all of those).
+func (r *renderer) unitWritten(p string) bool {
+	i, ok := r.index[p]
+	if !ok {
+		return false
+	}
+	f := r.entries[i].Source.Field
+	return strings.HasSuffix(f, ".mask") || strings.HasSuffix(f, ".contents")
 }
 
 // disable removes, as `systemctl disable` does, every enablement link of

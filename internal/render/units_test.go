@@ -2,6 +2,7 @@ package render
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -203,5 +204,19 @@ func TestTemplateOf(t *testing.T) {
 		if tmpl != tt.tmpl || inst != tt.inst || ok != tt.ok {
 			t.Errorf("templateOf(%q) = %q, %q, %v, want %q, %q, %v", tt.name, tmpl, inst, ok, tt.tmpl, tt.inst, tt.ok)
 		}
+	}
+}
+
+// TestEnableRefusesToReplaceAMask: crio.service's Alias=cri-o.service would
+// replace the MachineConfig's mask of cri-o.service; systemctl enable
+// refuses, and so does the renderer.
+func TestEnableRefusesToReplaceAMask(t *testing.T) {
+	root := makeRoot(t, map[string]string{
+		"usr/lib/systemd/system/crio.service": "[Service]\nExecStart=/usr/bin/crio\n[Install]\nWantedBy=multi-user.target\nAlias=cri-o.service\n",
+	})
+	_, err := renderDocs(t, root, mcDoc("99-mask-alias", `"systemd":{"units":[{"name":"crio.service","enabled":true},{"name":"cri-o.service","mask":true}]}`))
+	want := "enabling crio.service would replace /etc/systemd/system/cri-o.service"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Render = %v, want an error containing %q", err, want)
 	}
 }
