@@ -11,8 +11,7 @@ import (
 	"strings"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/mcbake/mcbake/internal/atomicdir"
 	"github.com/mcbake/mcbake/internal/baseindex"
 	"github.com/mcbake/mcbake/internal/layered"
 	"github.com/mcbake/mcbake/internal/manifest"
@@ -56,7 +55,7 @@ func WriteContext(dir string, p *Prepared, appendFile string) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := checkContextDir(dir); err != nil {
+	if err := atomicdir.CheckReplaceable(dir, "build context", ContextContainerfile, ContextRootfs, ContextManifest, ContextChown); err != nil {
 		return err
 	}
 	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(dir)), "."+filepath.Base(dir)+".tmp-")
@@ -71,7 +70,7 @@ func WriteContext(dir string, p *Prepared, appendFile string) (err error) {
 	if err := writeContextFiles(tmp, p, plan, data); err != nil {
 		return err
 	}
-	return replaceContextDir(tmp, dir)
+	return atomicdir.Replace(tmp, dir)
 }
 
 func readAppend(file string) (string, error) {
@@ -293,56 +292,6 @@ func fromReference(ref, dgst string) (string, error) {
 		return transport + ":" + abs, err
 	}
 	return ref, nil
-}
-
-// checkContextDir refuses to replace dir unless it is absent, empty or an
-// earlier context.
-func checkContextDir(dir string) error {
-	fi, err := os.Lstat(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("%s exists and is not a directory", dir)
-	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range ents {
-		switch e.Name() {
-		case ContextContainerfile, ContextRootfs, ContextManifest, ContextChown:
-		default:
-			return fmt.Errorf("%s is not empty and not an earlier build context (it has %s): refusing to replace it", dir, e.Name())
-		}
-	}
-	return nil
-}
-
-// replaceContextDir moves tmp to dir, exchanging it atomically with an
-// earlier context where the filesystem can.
-func replaceContextDir(tmp, dir string) error {
-	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
-		return os.Rename(tmp, dir)
-	}
-	err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, dir, unix.RENAME_EXCHANGE)
-	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
-		old := tmp + ".old"
-		if err := os.Rename(dir, old); err != nil {
-			return err
-		}
-		if err := os.Rename(tmp, dir); err != nil {
-			return errors.Join(err, os.Rename(old, dir))
-		}
-		return os.RemoveAll(old)
-	}
-	if err != nil {
-		return &os.LinkError{Op: "exchange", Old: tmp, New: dir, Err: err}
-	}
-	return os.RemoveAll(tmp)
 }
 
 // writeContextFiles writes the context into the empty directory dir.

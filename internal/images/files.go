@@ -122,23 +122,3 @@ func syncPath(p string) (err error) {
 }
 
 func syncDir(dir string) error { return syncPath(dir) }
-
-// exchange atomically swaps the directories a and b. On file systems without
-// RENAME_EXCHANGE it falls back to two renames (briefly leaving b absent).
-func exchange(a, b string) error {
-	err := unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) {
-		return &os.LinkError{Op: "exchange", Old: a, New: b, Err: err}
-	}
-	aside := a + ".old"
-	if err := os.Rename(b, aside); err != nil {
-		return err
-	}
-	if err := os.Rename(a, b); err != nil {
-		return errors.Join(err, os.Rename(aside, b))
-	}
-	return os.Rename(aside, a)
-}

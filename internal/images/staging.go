@@ -14,6 +14,8 @@ import (
 	"github.com/containers/storage"
 	digest "github.com/opencontainers/go-digest"
 	imgspecv1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/mcbake/mcbake/internal/atomicdir"
 )
 
 // staging is where Append's copy writes, and how the result reaches the
@@ -375,7 +377,7 @@ func commitDir(tmp, dest string, state pathState) error {
 	}
 	switch state {
 	case stateFullDir:
-		if err := exchange(tmp, dest); err != nil {
+		if err := atomicdir.Exchange(tmp, dest); err != nil {
 			return err
 		}
 	case stateEmptyDir:

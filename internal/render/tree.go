@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -12,8 +11,8 @@ import (
 	"syscall"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
-	"golang.org/x/sys/unix"
 
+	"github.com/mcbake/mcbake/internal/atomicdir"
 	"github.com/mcbake/mcbake/internal/manifest"
 )
 
@@ -28,7 +27,7 @@ import (
 // Absent entries and hard links whose target is not a rendered file are
 // recorded in the manifest only.
 func WriteTree(dir string, res *Result, m *manifest.Manifest, chown bool) (err error) {
-	if err := checkReplaceable(dir); err != nil {
+	if err := atomicdir.CheckReplaceable(dir, "render output", "rootfs", "manifest.json"); err != nil {
 		return err
 	}
 	parent := filepath.Dir(filepath.Clean(dir))
@@ -38,7 +37,7 @@ func WriteTree(dir string, res *Result, m *manifest.Manifest, chown bool) (err e
 	}
 	defer func() {
 		if err != nil {
-			err = errors.Join(err, removeTree(tmp))
+			err = errors.Join(err, atomicdir.RemoveTree(tmp))
 		}
 	}()
 	if err := writeRootfs(filepath.Join(tmp, "rootfs"), res.Entries, chown); err != nil {
@@ -54,83 +53,7 @@ func WriteTree(dir string, res *Result, m *manifest.Manifest, chown bool) (err e
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return err
 	}
-	return replaceDir(tmp, dir)
-}
-
-// checkReplaceable refuses to replace dir unless it is absent, empty or
-// an earlier WriteTree output.
-func checkReplaceable(dir string) error {
-	fi, err := os.Lstat(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("%s exists and is not a directory", dir)
-	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range ents {
-		if e.Name() != "rootfs" && e.Name() != "manifest.json" {
-			return fmt.Errorf("%s is not empty and not an earlier render output (it has %s): refusing to replace it", dir, e.Name())
-		}
-	}
-	return nil
-}
-
-// replaceDir moves tmp to dir. An existing dir is exchanged with tmp in one
-// renameat2(RENAME_EXCHANGE) and then removed; where the filesystem cannot
-// exchange, it is moved aside first.
-func replaceDir(tmp, dir string) error {
-	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
-		return os.Rename(tmp, dir)
-	}
-	err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, dir, unix.RENAME_EXCHANGE)
-	switch {
-	case err == nil:
-		if err := removeTree(tmp); err != nil {
-			return fmt.Errorf("removing the earlier output: %w", err)
-		}
-		return nil
-	case errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS):
-		return moveAside(tmp, dir)
-	}
-	return &os.LinkError{Op: "exchange", Old: tmp, New: dir, Err: err}
-}
-
-// moveAside renames dir aside, tmp into place, then removes the old dir.
-func moveAside(tmp, dir string) error {
-	old := tmp + ".old"
-	if err := os.Rename(dir, old); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		return errors.Join(err, os.Rename(old, dir))
-	}
-	if err := removeTree(old); err != nil {
-		return fmt.Errorf("removing the earlier output: %w", err)
-	}
-	return nil
-}
-
-// removeTree removes dir and everything under it, first making its
-// directories writable: a tree written without root privileges can hold
-// read-only directories (mode 0555) that os.RemoveAll alone cannot empty.
-func removeTree(dir string) error {
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			err = os.Chmod(p, 0o700)
-		}
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		return err
-	})
-	return errors.Join(err, os.RemoveAll(dir))
+	return atomicdir.Replace(tmp, dir)
 }
 
 func writeRootfs(rootfs string, entries []Entry, chown bool) error {

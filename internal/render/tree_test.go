@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/mcbake/mcbake/internal/atomicdir"
 	"github.com/mcbake/mcbake/internal/manifest"
 )
 
@@ -151,7 +152,7 @@ func TestWriteTree(t *testing.T) {
 	m := res.Manifest(parseDocs(t, treeDocs...))
 	out := filepath.Join(t.TempDir(), "out")
 	t.Cleanup(func() {
-		if err := removeTree(out); err != nil {
+		if err := atomicdir.RemoveTree(out); err != nil {
 			t.Error(err)
 		}
 	})
