@@ -3,7 +3,6 @@ package baseindex
 import (
 	"archive/tar"
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,9 +13,9 @@ import (
 	"path"
 	"strings"
 
-	"github.com/klauspost/compress/gzip"
-	"github.com/klauspost/compress/zstd"
 	digest "github.com/opencontainers/go-digest"
+
+	"github.com/mcbake/mcbake/internal/decompress"
 )
 
 // ErrDigestMismatch is returned when a layer blob does not hash to its
@@ -39,13 +38,6 @@ const (
 	copyBuffer = 256 << 10
 	// blobBuffer is the read-ahead on the compressed stream.
 	blobBuffer = 256 << 10
-)
-
-var (
-	gzipMagic = []byte{0x1f, 0x8b}
-	zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
-	xzMagic   = []byte{0xfd, '7', 'z', 'X', 'Z', 0x00}
-	bzipMagic = []byte{'B', 'Z', 'h'}
 )
 
 // layerMediaTypes are the media types of the layers Build accepts; "" lets
@@ -132,7 +124,7 @@ func scanBlob(ctx context.Context, l Layer, progress func(digest.Digest, int64),
 
 // readBlob decompresses br and reads the tar stream in it to its end.
 func (s *scanner) readBlob(br *bufio.Reader, mediaType string) (err error) {
-	dec, err := decompress(br, mediaType)
+	dec, err := openLayer(br, mediaType)
 	if err != nil {
 		return err
 	}
@@ -148,30 +140,13 @@ func (s *scanner) readBlob(br *bufio.Reader, mediaType string) (err error) {
 	return nil
 }
 
-// decompress picks the decompressor by the stream's magic bytes, which
-// win over the media type: the media type only has to be a layer type.
-func decompress(br *bufio.Reader, mediaType string) (io.ReadCloser, error) {
+// openLayer checks the media type is a layer type and opens the stream
+// (the magic bytes pick the decompressor).
+func openLayer(br *bufio.Reader, mediaType string) (io.ReadCloser, error) {
 	if !layerMediaTypes[mediaType] {
 		return nil, fmt.Errorf("unsupported layer media type %q", mediaType)
 	}
-	magic, _ := br.Peek(len(xzMagic)) // a short blob is a short tar stream
-	switch {
-	case bytes.HasPrefix(magic, gzipMagic):
-		z, err := gzip.NewReader(br)
-		if err != nil {
-			return nil, fmt.Errorf("reading gzip header: %w", err)
-		}
-		return z, nil
-	case bytes.HasPrefix(magic, zstdMagic):
-		z, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1))
-		if err != nil {
-			return nil, fmt.Errorf("starting zstd decoder: %w", err)
-		}
-		return z.IOReadCloser(), nil
-	case bytes.HasPrefix(magic, xzMagic), bytes.HasPrefix(magic, bzipMagic):
-		return nil, errors.New("unsupported layer compression (xz or bzip2)")
-	}
-	return io.NopCloser(br), nil
+	return decompress.Reader(br)
 }
 
 // blobReader hashes and counts the compressed stream as it is read, and

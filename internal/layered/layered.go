@@ -6,8 +6,6 @@ package layered
 
 import (
 	"archive/tar"
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -16,9 +14,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/klauspost/compress/gzip"
-	"github.com/klauspost/compress/zstd"
-
+	"github.com/mcbake/mcbake/internal/decompress"
 	"github.com/mcbake/mcbake/internal/manifest"
 )
 
@@ -99,27 +95,8 @@ func findFile(r io.Reader, name string) ([]byte, error) {
 	}
 }
 
-// Decompress detects gzip, zstd or plain tar by magic bytes and returns
-// the uncompressed stream. Closing it does not close r.
+// Decompress returns the uncompressed stream of a layer blob (gzip, zstd
+// or plain tar, by magic bytes). Closing it does not close r.
 func Decompress(r io.Reader) (io.ReadCloser, error) {
-	br := bufio.NewReaderSize(r, 1<<16)
-	magic, err := br.Peek(4)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
-	}
-	switch {
-	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return nil, fmt.Errorf("gzip: %w", err)
-		}
-		return zr, nil
-	case bytes.Equal(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
-		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1))
-		if err != nil {
-			return nil, fmt.Errorf("zstd: %w", err)
-		}
-		return zr.IOReadCloser(), nil
-	}
-	return io.NopCloser(br), nil
+	return decompress.Reader(r)
 }
