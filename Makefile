@@ -24,6 +24,7 @@ vet:
 test: vet
 	./hack/test-deps.sh
 	$(GO) test -tags "$(TAGS)" -count=1 -timeout 20m ./...
+	cd examples/tekton && $(GO) test -count=1 ./...
 	$(MAKE) --no-print-directory fuzz
 
 fuzz:

@@ -34,20 +34,20 @@ const Stdin = "-"
 // and *.json files, sorted by name, not recursing. The result is sorted by
 // MachineConfig name; two MachineConfigs with the same name are an error.
 func Load(paths []string, stdin io.Reader) ([]*MachineConfig, error) {
-	files, err := expand(paths)
+	srcs, err := ReadInputs(paths, stdin)
 	if err != nil {
 		return nil, err
 	}
 	var mcs []*MachineConfig
 	var errs []error
-	for _, f := range files {
-		got, err := loadFile(f, stdin)
+	for _, src := range srcs {
+		got, err := parseStream(src.Name, src.Data)
 		mcs = append(mcs, got...)
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if err := checkDuplicateNames(mcs); err != nil {
+	if err := CheckDuplicateNames(mcs); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
@@ -58,6 +58,35 @@ func Load(paths []string, stdin io.Reader) ([]*MachineConfig, error) {
 	}
 	sort.SliceStable(mcs, func(i, j int) bool { return mcs[i].Name < mcs[j].Name })
 	return mcs, nil
+}
+
+// Input is one input file as read: Name is its path ("<stdin>" for
+// standard input).
+type Input struct {
+	Name string
+	Data []byte
+}
+
+// ReadInputs reads the files the paths name: files as they are,
+// directories' *.yaml, *.yml and *.json files (sorted, not recursing), and
+// "-" as stdin (os.Stdin when stdin is nil). Every unreadable file is
+// reported.
+func ReadInputs(paths []string, stdin io.Reader) ([]Input, error) {
+	files, err := expand(paths)
+	if err != nil {
+		return nil, err
+	}
+	var srcs []Input
+	var errs []error
+	for _, f := range files {
+		src, err := readSource(f, stdin)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		srcs = append(srcs, src)
+	}
+	return srcs, errors.Join(errs...)
 }
 
 func expand(paths []string) ([]string, error) {
@@ -107,23 +136,19 @@ func configFiles(dir string) ([]string, error) {
 	return files, nil
 }
 
-func loadFile(name string, stdin io.Reader) ([]*MachineConfig, error) {
-	var data []byte
-	var err error
-	display := name
-	if name == Stdin {
-		display = "<stdin>"
-		if stdin == nil {
-			stdin = os.Stdin
-		}
-		data, err = io.ReadAll(stdin)
-	} else {
-		data, err = os.ReadFile(name)
+func readSource(name string, stdin io.Reader) (Input, error) {
+	if name != Stdin {
+		b, err := os.ReadFile(name)
+		return Input{Name: name, Data: b}, err
 	}
+	if stdin == nil {
+		stdin = os.Stdin
+	}
+	b, err := io.ReadAll(stdin)
 	if err != nil {
-		return nil, err
+		return Input{}, fmt.Errorf("reading stdin: %w", err)
 	}
-	return parseStream(display, data)
+	return Input{Name: "<stdin>", Data: b}, nil
 }
 
 // Parse reads every MachineConfig in data, a YAML or JSON stream (single
@@ -216,7 +241,9 @@ func documentObjects(doc []byte) ([]json.RawMessage, error) {
 	return []json.RawMessage{js}, nil
 }
 
-func checkDuplicateNames(mcs []*MachineConfig) error {
+// CheckDuplicateNames reports every MachineConfig whose name an earlier
+// one already has.
+func CheckDuplicateNames(mcs []*MachineConfig) error {
 	seen := map[string]*MachineConfig{}
 	var errs []error
 	for _, mc := range mcs {

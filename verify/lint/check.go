@@ -3,7 +3,9 @@ package lint
 import (
 	"fmt"
 	"path"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/mcbake/mcbake/internal/baseindex"
@@ -134,8 +136,41 @@ func (c *checker) sourceOf(s manifest.Source) machineconfig.Source {
 // refusals turns the load-time field errors into findings.
 func (c *checker) refusals() {
 	for _, fe := range c.in.refused {
-		c.add(RuleUnsupportedIgnition, machineconfig.Source{File: fe.File, MachineConfig: fe.MachineConfig, Field: fe.Field}, "", "%s", fe.Msg)
+		c.add(RuleUnsupportedIgnition, machineconfig.Source{File: fe.File, MachineConfig: fe.MachineConfig, Field: fe.Field}, c.pathOf(fe.MachineConfig, fe.Field), "%s", fe.Msg)
 	}
+}
+
+// itemField matches the field of a storage item or unit:
+// spec.config.storage.files[3]..., spec.config.systemd.units[NAME]...
+var itemField = regexp.MustCompile(`^spec\.config\.(?:storage\.(files|directories|links)\[(\d+)\]|systemd\.units\[([^\]]+)\])`)
+
+// pathOf returns the path of the storage item or unit a field of
+// MachineConfig mc belongs to, or "".
+func (c *checker) pathOf(mc, field string) string {
+	m := itemField.FindStringSubmatch(field)
+	var cfg *machineconfig.MachineConfig
+	for _, x := range c.in.mcs {
+		if x.Name == mc {
+			cfg = x
+		}
+	}
+	if m == nil || cfg == nil {
+		return ""
+	}
+	if m[3] != "" {
+		return path.Join(render.UnitDir, m[3])
+	}
+	i, _ := strconv.Atoi(m[2])
+	st := cfg.Ignition.Storage
+	switch {
+	case m[1] == "files" && i < len(st.Files):
+		return st.Files[i].Path
+	case m[1] == "directories" && i < len(st.Directories):
+		return st.Directories[i].Path
+	case m[1] == "links" && i < len(st.Links):
+		return st.Links[i].Path
+	}
+	return ""
 }
 
 // conflicts reports MachineConfigs that define one path or unit

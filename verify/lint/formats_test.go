@@ -14,7 +14,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-var goldenInputs = []string{"testdata/golden/50-other.json", "testdata/golden/99-bad.yaml"}
+var goldenInputs = []string{"testdata/golden/input/50-other.json", "testdata/golden/input/99-bad.yaml"}
 
 // goldenReport verifies the golden inputs against the default base.
 func goldenReport(t *testing.T) (*Report, *env) {
@@ -240,11 +240,11 @@ func TestSARIFValid(t *testing.T) {
 	})
 
 	t.Run("stdin, absolute paths, no findings", func(t *testing.T) {
-		in, err := os.ReadFile("testdata/golden/99-bad.yaml")
+		in, err := os.ReadFile("testdata/golden/input/99-bad.yaml")
 		if err != nil {
 			t.Fatal(err)
 		}
-		abs, err := filepath.Abs("testdata/golden/50-other.json")
+		abs, err := filepath.Abs("testdata/golden/input/50-other.json")
 		if err != nil {
 			t.Fatal(err)
 		}

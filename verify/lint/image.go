@@ -11,6 +11,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/mcbake/mcbake/internal/decompress"
 	"github.com/mcbake/mcbake/internal/images"
 	"github.com/mcbake/mcbake/internal/layered"
 	"github.com/mcbake/mcbake/internal/manifest"
@@ -86,7 +87,7 @@ func readImage(ctx context.Context, ref string, opts images.Options, baseDigest 
 // scanLayer reads a (compressed) layer: every entry's metadata and content
 // digest, and the embedded manifest's bytes.
 func scanLayer(r io.Reader) (_ *layerScan, err error) {
-	dr, err := layered.Decompress(r)
+	dr, err := decompress.Reader(r)
 	if err != nil {
 		return nil, err
 	}

@@ -11,17 +11,19 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/mcbake/mcbake/build"
 	"github.com/mcbake/mcbake/internal/layered"
 	"github.com/mcbake/mcbake/internal/manifest"
 	"github.com/mcbake/mcbake/internal/testbase"
 )
 
-// imageConfig has a file, a link, a directory and a disabled base unit
-// (whose enablement link the image removes with a whiteout).
+// imageConfig has a file, a symbolic and a hard link, a directory and a
+// disabled base unit (whose enablement link the image removes with a
+// whiteout).
 const imageConfig = `{
   "storage": {
     "files": [{"path": "/etc/mcbake/a.conf", "mode": 420, "contents": {"source": "data:,a%0A"}}],
-    "links": [{"path": "/etc/mcbake/link", "target": "a.conf"}],
+    "links": [{"path": "/etc/mcbake/link", "target": "a.conf"}, {"path": "/etc/mcbake/hard", "target": "/etc/mcbake/a.conf", "hard": true}],
     "directories": [{"path": "/etc/mcbake/d", "mode": 488}]
   },
   "systemd": {"units": [{"name": "openvswitch.service", "enabled": false}]}
@@ -45,6 +47,7 @@ func TestImageRules(t *testing.T) {
 	e := newEnv(t)
 	mc := e.mc("50-a", imageConfig)
 	img := e.build(e.base, "image", mc)
+	zstdImg, _ := e.buildWith(build.Zstd, e.base, "image-zstd", mc)
 	changed := writeMC(t, t.TempDir(), "50-a", strings.Replace(imageConfig, "data:,a%0A", "data:,b%0A", 1))
 	other := writeMC(t, t.TempDir(), "60-b", `{"storage": {"files": [`+file("/etc/b", "b")+`]}}`)
 	bumped := e.writeBase("bumped", testbase.Layer{Files: []testbase.File{{Path: "etc/bumped", Type: tar.TypeReg, Mode: 0o644, Content: []byte("new\n")}}})
@@ -57,6 +60,7 @@ func TestImageRules(t *testing.T) {
 		wantNotRun map[string]string
 	}{
 		{"the image of the MachineConfigs", []string{mc}, e.base, img, nil, map[string]string{}},
+		{"a zstd layer", []string{mc}, e.base, zstdImg, nil, map[string]string{}},
 		{"without a base", []string{mc}, "", img, nil, map[string]string{
 			RuleFileDirClash: "needs --base", RuleRevertClobber: "needs --base", RuleUnitNotFound: "needs --base", RuleUnknownOwner: "needs --base",
 			RuleImageIsBase: "needs --base", RuleBaseMismatch: "needs --base"}},
@@ -126,6 +130,10 @@ func TestManifestDrift(t *testing.T) {
 			en[entryAt(en, "etc/mcbake/link")].hdr.Linkname = "elsewhere"
 			return en
 		}, false, []string{"50-a spec.config.storage.links[0] /etc/mcbake/link"}, "(target)"},
+		{"hard link target", func(en []tarEntry, _ *manifest.Manifest, _ map[string]string) []tarEntry {
+			en[entryAt(en, "etc/mcbake/hard")].hdr.Linkname = "etc/passwd"
+			return en
+		}, false, []string{"50-a spec.config.storage.links[1] /etc/mcbake/hard"}, "(target)"},
 		{"unrecorded file", func(en []tarEntry, _ *manifest.Manifest, _ map[string]string) []tarEntry {
 			return append(en, tarEntry{hdr: tar.Header{Typeflag: tar.TypeReg, Name: "etc/extra", Mode: 0o644, ModTime: time.Unix(0, 0)}})
 		}, false, []string{"  "}, "/etc/extra, which the manifest does not record"},
@@ -139,6 +147,10 @@ func TestManifestDrift(t *testing.T) {
 			l[layered.LabelBaseDigest] = "sha256:" + strings.Repeat("1", 64)
 			return en
 		}, false, []string{"  "}, "io.mcbake.base.digest"},
+		{"MachineConfigs label", func(en []tarEntry, _ *manifest.Manifest, l map[string]string) []tarEntry {
+			l[layered.LabelMachineConfigs] = "50-a,60-b"
+			return en
+		}, false, []string{"  "}, "io.mcbake.machineconfigs"},
 		{"rendered differently", func(en []tarEntry, m *manifest.Manifest, _ map[string]string) []tarEntry {
 			en[entryAt(en, "etc/mcbake/a.conf")].hdr.Mode = 0o600
 			for i := range m.Entries {
@@ -181,6 +193,17 @@ func TestManifestDrift(t *testing.T) {
 			}
 		})
 	}
+	t.Run("an invalid manifest", func(t *testing.T) {
+		raw := []byte(`{"schemaVersion": 7, "machineConfigs": [], "entries": []}`)
+		labels := maps.Clone(p.Labels())
+		labels[layered.LabelManifestDigest] = layered.Digest(raw)
+		img := e.appendImage(e.base, "drift-invalid", append(layerOf(p.Rendered.Entries), manifestFile(raw)), labels)
+		r := e.run(Options{MachineConfigs: []string{mc}, Base: e.base, Image: img})
+		got, msgs := imageFindings(r)
+		if diff := cmp.Diff([]string{RuleManifestDrift + "   "}, got); diff != "" || !strings.Contains(msgs[0], "is not valid") {
+			t.Errorf("image findings (-want +got):\n%s\nmessages: %q", diff, msgs)
+		}
+	})
 	t.Run("no manifest in the top layer", func(t *testing.T) {
 		img := e.appendImage(e.base, "drift-none", layerOf(p.Rendered.Entries), p.Labels())
 		r := e.run(Options{MachineConfigs: []string{mc}, Base: e.base, Image: img})

@@ -318,6 +318,9 @@ func (c *checker) revert() {
 	}
 	f := c.add(RuleRevertClobber, src, "", "a revert to the base %s clobbers %d of %d owned paths (%s): a node must rewrite them after the rebase (mcbake plan)",
 		c.base.ref, len(paths), len(entries), strings.Join(parts, ", "))
+	if f == nil {
+		return
+	}
 	f.Paths = paths
 	if c.strict {
 		f.Severity = Warning

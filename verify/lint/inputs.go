@@ -4,24 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/mcbake/mcbake/internal/machineconfig"
 )
 
-// source is one MachineConfig file as read, kept for line numbers.
-type source struct {
-	name string // as machineconfig names it ("<stdin>" for standard input)
-	data []byte
-}
-
 // loaded is what the MachineConfig files hold: the MachineConfigs that
 // parsed (refusals or not, sorted by name) and every field error found.
 type loaded struct {
-	sources []source
+	sources []machineconfig.Input
 	mcs     []*machineconfig.MachineConfig
 	refused []*machineconfig.FieldError
 }
@@ -32,24 +24,20 @@ type loaded struct {
 // failing on them. Anything else wrong with the input (unreadable file,
 // YAML syntax, duplicate names, nothing found) is an error.
 func load(paths []string, stdin io.Reader) (*loaded, error) {
-	files, err := expand(paths)
+	srcs, err := machineconfig.ReadInputs(paths, stdin)
 	if err != nil {
 		return nil, err
 	}
-	l := &loaded{}
+	l := &loaded{sources: srcs}
 	var errs []error
-	for _, f := range files {
-		src, err := readSource(f, stdin)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		l.sources = append(l.sources, src)
-		mcs, err := machineconfig.Parse(src.name, src.data)
+	for _, src := range srcs {
+		mcs, err := machineconfig.Parse(src.Name, src.Data)
 		l.mcs = append(l.mcs, mcs...)
 		errs = append(errs, l.sortErrors(err)...)
 	}
-	errs = append(errs, duplicateNames(l.mcs)...)
+	if err := machineconfig.CheckDuplicateNames(l.mcs); err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -89,80 +77,4 @@ func leaves(err error) []error {
 		out = append(out, leaves(e)...)
 	}
 	return out
-}
-
-func expand(paths []string) ([]string, error) {
-	if len(paths) == 0 {
-		return nil, errors.New("no MachineConfig given (use -f FILE, a directory, or - for stdin)")
-	}
-	var files []string
-	for _, p := range paths {
-		if p == machineconfig.Stdin {
-			files = append(files, p)
-			continue
-		}
-		fi, err := os.Stat(p)
-		if err != nil {
-			return nil, err
-		}
-		if !fi.IsDir() {
-			files = append(files, p)
-			continue
-		}
-		found, err := configFiles(p)
-		if err != nil {
-			return nil, err
-		}
-		files = append(files, found...)
-	}
-	return files, nil
-}
-
-// configFiles lists a directory's *.yaml, *.yml and *.json files, sorted.
-func configFiles(dir string) ([]string, error) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	var files []string
-	for _, e := range ents {
-		switch strings.ToLower(filepath.Ext(e.Name())) {
-		case ".yaml", ".yml", ".json":
-			if !e.IsDir() {
-				files = append(files, filepath.Join(dir, e.Name()))
-			}
-		}
-	}
-	if len(files) == 0 {
-		return nil, fmt.Errorf("%s: no *.yaml, *.yml or *.json file in directory", dir)
-	}
-	return files, nil
-}
-
-func readSource(name string, stdin io.Reader) (source, error) {
-	if name != machineconfig.Stdin {
-		b, err := os.ReadFile(name)
-		return source{name: name, data: b}, err
-	}
-	if stdin == nil {
-		stdin = os.Stdin
-	}
-	b, err := io.ReadAll(stdin)
-	if err != nil {
-		return source{}, fmt.Errorf("reading stdin: %w", err)
-	}
-	return source{name: "<stdin>", data: b}, nil
-}
-
-func duplicateNames(mcs []*machineconfig.MachineConfig) []error {
-	seen := map[string]string{}
-	var errs []error
-	for _, mc := range mcs {
-		if prev, ok := seen[mc.Name]; ok {
-			errs = append(errs, fmt.Errorf("%s: %s: metadata.name: MachineConfig name already defined in %s", mc.File, mc.Name, prev))
-			continue
-		}
-		seen[mc.Name] = mc.File
-	}
-	return errs
 }

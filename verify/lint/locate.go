@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/mcbake/mcbake/internal/machineconfig"
 )
 
 // locator finds the line of a MachineConfig field in the file it came
@@ -22,11 +24,11 @@ type locator struct {
 	objects map[string]map[string]*yaml.Node // file -> MachineConfig -> object
 }
 
-func newLocator(sources []source) *locator {
+func newLocator(sources []machineconfig.Input) *locator {
 	l := &locator{objects: map[string]map[string]*yaml.Node{}}
 	for _, s := range sources {
 		byName := map[string]*yaml.Node{}
-		dec := yaml.NewDecoder(bytes.NewReader(s.data))
+		dec := yaml.NewDecoder(bytes.NewReader(s.Data))
 		for {
 			var doc yaml.Node
 			if err := dec.Decode(&doc); err != nil {
@@ -36,7 +38,7 @@ func newLocator(sources []source) *locator {
 				addObjects(n, byName)
 			}
 		}
-		l.objects[s.name] = byName
+		l.objects[s.Name] = byName
 	}
 	return l
 }

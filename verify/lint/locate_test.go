@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/mcbake/mcbake/internal/machineconfig"
 )
 
 // locateYAML has two documents, the second a List, with fields on known
@@ -50,7 +52,7 @@ items:
 `
 
 func TestLocatorLines(t *testing.T) {
-	l := newLocator([]source{{name: "mc.yaml", data: []byte(locateYAML)}})
+	l := newLocator([]machineconfig.Input{{Name: "mc.yaml", Data: []byte(locateYAML)}})
 	tests := []struct {
 		mc, field string
 		want      int

@@ -122,12 +122,18 @@ func (e *env) build(baseRef, name string, files ...string) string {
 
 func (e *env) buildResult(baseRef, name string, files ...string) (string, *build.Result) {
 	e.t.Helper()
+	return e.buildWith(build.Gzip, baseRef, name, files...)
+}
+
+// buildWith builds with a layer compression (build.Gzip or build.Zstd).
+func (e *env) buildWith(compression, baseRef, name string, files ...string) (string, *build.Result) {
+	e.t.Helper()
 	mcs, err := machineconfig.Load(files, nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	out := "oci:" + filepath.Join(e.dir, name) + ":latest"
-	res, err := build.Image(context.Background(), build.Options{Base: baseRef, Output: out, MachineConfigs: mcs, Images: e.opts})
+	res, err := build.Image(context.Background(), build.Options{Base: baseRef, Output: out, MachineConfigs: mcs, Images: e.opts, Compression: compression})
 	if err != nil {
 		e.t.Fatalf("build: %v", err)
 	}

@@ -113,7 +113,7 @@ func (c *checker) renderFailed(err error) bool {
 		if strings.HasPrefix(fe.Field, "spec.config.storage.files[") && strings.HasSuffix(fe.Field, ".contents") {
 			id = RuleUnsupportedIgnition
 		}
-		c.add(id, src, "", "%s", fe.Msg)
+		c.add(id, src, c.pathOf(fe.MachineConfig, fe.Field), "%s", fe.Msg)
 	}
 	return len(c.pruneAt) > before
 }

@@ -37,15 +37,15 @@ func TestRulesFire(t *testing.T) {
 				"mc-0 spec.config.passwd.groups[0] ",
 				"mc-0 spec.config.passwd.users[0].name ",
 				"mc-0 spec.config.storage.disks[0] ",
-				"mc-0 spec.config.storage.files[0].append ",
-				"mc-0 spec.config.storage.files[1].contents.source ",
-				"mc-0 spec.config.storage.files[2].mode ",
+				"mc-0 spec.config.storage.files[0].append /etc/a.conf",
+				"mc-0 spec.config.storage.files[1].contents.source /etc/b.conf",
+				"mc-0 spec.config.storage.files[2].mode /etc/c.conf",
 				"mc-1 spec.config.storage.files[0].contents.compression ",
 			}},
 		{"content that does not decode", RuleUnsupportedIgnition, []string{`{"storage": {"files": [
 				{"path": "/etc/a.conf", "contents": {"source": "data:,x", "compression": "gzip"}},
 				{"path": "/etc/b.conf", "contents": {"source": "data:,x", "verification": {"hash": "sha256-0000000000000000000000000000000000000000000000000000000000000000"}}}]}}`},
-			false, []string{"mc-0 spec.config.storage.files[0].contents ", "mc-0 spec.config.storage.files[1].contents "}},
+			false, []string{"mc-0 spec.config.storage.files[0].contents /etc/a.conf", "mc-0 spec.config.storage.files[1].contents /etc/b.conf"}},
 		{"refusal-free content", RuleUnsupportedIgnition, []string{`{"storage": {"files": [` + file("/etc/a.conf", "x") + `]}}`}, true, nil},
 		{"conflict", RuleConflict, []string{
 			`{"storage": {"files": [` + file("/etc/a.conf", "one") + `]}, "systemd": {"units": [{"name": "a.service", "contents": "[Service]\nExecStart=/bin/true\n"}]}}`,
@@ -115,7 +115,7 @@ func TestRulesFire(t *testing.T) {
 		{"render failure", RuleRenderFailure, []string{
 			`{"storage": {"files": [` + file("/etc/x", "x") + `, ` + file("/etc/p", "x") + `, ` + file("/etc/p/child", "x") + `]}}`,
 			`{"storage": {"links": [{"path": "/etc/x", "target": "y"}]}}`},
-			true, []string{"mc-0 spec.config.storage.files[2] ", "mc-1 spec.config.storage.links[0].path "}},
+			true, []string{"mc-0 spec.config.storage.files[2] /etc/p/child", "mc-1 spec.config.storage.links[0].path /etc/x"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
