@@ -750,7 +750,7 @@ func checkRootfs(t *testing.T, rootfs string, p *Prepared) {
 		if err := unix.Lstat(filepath.Join(rootfs, d), &st); err != nil {
 			t.Fatal(err)
 		}
-		checkStat(t, d, &st, &fsNode{Type: "dir", Mode: int64(n.Mode), UID: n.UID, GID: n.GID}, "")
+		checkStat(t, d, &st, &fsNode{Type: "dir", Mode: int64(n.Mode), UID: int(n.UID), GID: int(n.GID)}, "")
 	}
 }
 

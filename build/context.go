@@ -157,7 +157,7 @@ func addParents(byPath map[string]*node, rel string, ix *baseindex.Index) {
 		}
 		n := &node{rel: d, typ: manifest.Directory, mode: 0o755}
 		if b, ok := ix.Lookup(d); ok && b.Type == baseindex.Dir {
-			n.mode, n.uid, n.gid = b.Mode, b.UID, b.GID
+			n.mode, n.uid, n.gid = b.Mode, int(b.UID), int(b.GID)
 		}
 		byPath[d] = n
 	}

@@ -39,7 +39,7 @@ func (r Root) Lstat(p string) (render.Node, bool) {
 		return render.Node{}, false
 	}
 	t, target := n.Lstat()
-	return render.Node{Type: nodeType(t), Mode: n.Mode, UID: n.UID, GID: n.GID, Target: target}, true
+	return render.Node{Type: nodeType(t), Mode: n.Mode, UID: int(n.UID), GID: int(n.GID), Target: target}, true
 }
 
 func (r Root) ReadFile(p string) ([]byte, error) {
@@ -86,12 +86,12 @@ func State(e *manifest.Entry, ix *baseindex.Index) *manifest.BaseState {
 	}
 	add(manifest.DiffType, bt != e.Type)
 	if e.Type != manifest.Absent && len(d) == 0 {
-		add(manifest.DiffContent, e.Type == manifest.File && n.Digest != e.Digest)
+		add(manifest.DiffContent, e.Type == manifest.File && n.Digest.String() != e.Digest)
 		add(manifest.DiffTarget, e.Type == manifest.Symlink && target != e.Target ||
 			e.Type == manifest.Hardlink && target != rel(e.Target))
 		add(manifest.DiffMode, e.Type != manifest.Symlink && e.Type != manifest.Hardlink && n.Mode != uint32(e.Mode))
-		add(manifest.DiffUID, e.Type != manifest.Hardlink && n.UID != e.UID)
-		add(manifest.DiffGID, e.Type != manifest.Hardlink && n.GID != e.GID)
+		add(manifest.DiffUID, e.Type != manifest.Hardlink && int(n.UID) != e.UID)
+		add(manifest.DiffGID, e.Type != manifest.Hardlink && int(n.GID) != e.GID)
 	}
 	if len(d) == 0 {
 		return &manifest.BaseState{State: manifest.StateSame}

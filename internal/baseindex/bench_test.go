@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -196,6 +197,69 @@ func BenchmarkBuildWarm(b *testing.B) {
 		}
 		if ix.Len() < *benchFiles {
 			b.Fatalf("Len() = %d, want at least %d", ix.Len(), *benchFiles)
+		}
+	}
+}
+
+// hardlinkBase returns a deterministic base laid out as ostree-ext writes
+// one, two entries per file: each file is an object under
+// sysroot/ostree/repo/objects followed by a hardlink at its real path, and
+// a tenth of the objects are symlinks.
+func hardlinkBase(tb testing.TB, files int) []*testLayer {
+	tb.Helper()
+	per := (files + benchLayers - 1) / benchLayers
+	layers := make([]*testLayer, 0, benchLayers)
+	for l := range benchLayers {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		tw := tar.NewWriter(zw)
+		for i := l * per; i < min((l+1)*per, files); i++ {
+			writeObject(tb, tw, i)
+		}
+		if err := tw.Close(); err != nil {
+			tb.Fatal(err)
+		}
+		if err := zw.Close(); err != nil {
+			tb.Fatal(err)
+		}
+		layers = append(layers, newLayer(buf.Bytes(), mediaTypes[gzipped]))
+	}
+	return layers
+}
+
+// writeObject writes file i as an ostree object and a hardlink to it.
+func writeObject(tb testing.TB, tw *tar.Writer, i int) {
+	sum := sha(strconv.Itoa(i))[len("sha256:"):]
+	obj := fmt.Sprintf("sysroot/ostree/repo/objects/%s/%s.file", sum[:2], sum[2:])
+	if i%10 == 0 {
+		writeEntry(tb, tw, &tar.Header{Name: obj, Typeflag: tar.TypeSymlink, Linkname: "../lib64/libfoo.so.1", Mode: 0o777}, nil)
+	} else {
+		body := []byte("content " + strconv.Itoa(i))
+		writeEntry(tb, tw, &tar.Header{Name: obj, Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(body))}, body)
+	}
+	real := fmt.Sprintf("usr/lib/pkg%04d/sub%02d/file-%06d.so", i/300, i/30%10, i)
+	writeEntry(tb, tw, &tar.Header{Name: real, Typeflag: tar.TypeLink, Linkname: obj}, nil)
+}
+
+// BenchmarkBuildWarmHardlinks builds the index of an ostree-ext-like base
+// of -bench-files files, twice as many entries, from a warm cache.
+func BenchmarkBuildWarmHardlinks(b *testing.B) {
+	layers := hardlinkBase(b, *benchFiles)
+	opts := baseindex.Options{CacheDir: b.TempDir()}
+	if _, err := baseindex.Build(context.Background(), descriptors(layers), opts); err != nil {
+		b.Fatal(err)
+	}
+	for _, l := range layers {
+		l.blob = nil // reading a layer now fails on its digest
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		ix, err := baseindex.Build(context.Background(), descriptors(layers), opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if ix.Len() != 2*(*benchFiles) {
+			b.Fatalf("Len() = %d, want %d", ix.Len(), 2*(*benchFiles))
 		}
 	}
 }

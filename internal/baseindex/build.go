@@ -11,6 +11,7 @@ package baseindex
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -48,63 +49,100 @@ type Options struct {
 // Build indexes layers, bottom layer first. It reads up to GOMAXPROCS
 // layers at a time, each to its end, and fails if a blob does not match
 // its digest or is not a valid compressed tar stream. Cached layers are
-// not opened. Concurrent Builds may share a CacheDir.
+// not opened. Concurrent Builds may share a CacheDir. Each layer is merged
+// as soon as it and the layers below it are read, and then forgotten.
 func Build(ctx context.Context, layers []Layer, opts Options) (*Index, error) {
-	data := make([][]Node, len(layers))
+	loads := make([]pendingLayer, len(layers))
+	for i := range loads {
+		loads[i].done = make(chan struct{})
+	}
+	loaded := make(chan error, 1)
+	go func() { loaded <- loadLayers(ctx, layers, opts, loads) }()
+	ix, mergeErr := mergeLoaded(layers, loads)
+	if err := <-loaded; err != nil { // a load error comes first
+		return nil, err
+	}
+	if mergeErr != nil {
+		return nil, mergeErr
+	}
+	return ix, nil
+}
+
+// pendingLayer is a layer being loaded: done is closed once data is set,
+// or once its load failed.
+type pendingLayer struct {
+	done chan struct{}
+	data *layerData
+}
+
+// loadLayers loads every layer, up to GOMAXPROCS at a time in order, and
+// returns the first error. It cancels the other loads on an error.
+func loadLayers(ctx context.Context, layers []Layer, opts Options, loads []pendingLayer) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, l := range layers {
 		g.Go(func() error {
-			entries, err := loadLayer(gctx, l, opts)
+			defer close(loads[i].done)
+			data, err := loadLayer(gctx, l, opts)
 			if err != nil {
 				return fmt.Errorf("layer %s: %w", l.Digest, err)
 			}
-			data[i] = entries
+			loads[i].data = data
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
-	return merge(layers, data)
+	return g.Wait()
 }
+
+// mergeLoaded merges the layers in order as their loads finish, and
+// drops each layer's data once merged. It stops at the first layer that
+// failed to load, returning errLoad, or to merge.
+func mergeLoaded(layers []Layer, loads []pendingLayer) (*Index, error) {
+	m := newMerger()
+	for i := range loads {
+		<-loads[i].done
+		data := loads[i].data
+		if data == nil {
+			return nil, errLoad
+		}
+		loads[i].data = nil
+		if err := m.apply(data); err != nil {
+			return nil, fmt.Errorf("layer %s: %w", layers[i].Digest, err)
+		}
+	}
+	return m.ix, nil
+}
+
+// errLoad stands for the error loadLayers returns.
+var errLoad = errors.New("layer not loaded")
 
 // loadLayer returns a layer's entries from the cache, or scans the blob
 // and caches them.
-func loadLayer(ctx context.Context, l Layer, opts Options) ([]Node, error) {
+func loadLayer(ctx context.Context, l Layer, opts Options) (*layerData, error) {
 	if err := l.Digest.Validate(); err != nil {
 		return nil, err
 	}
 	var cached string
 	if opts.CacheDir != "" {
 		cached = filepath.Join(opts.CacheDir, "layers", l.Digest.Algorithm().String(), l.Digest.Encoded())
-		if entries, ok := readCache(cached, l.Digest); ok {
-			return entries, nil
+		if data, ok := readCache(cached, l.Digest); ok {
+			return data, nil
 		}
 	}
-	entries, err := scanLayer(ctx, l, opts.Progress)
+	s, err := scanLayer(ctx, l, opts.Progress)
 	if err != nil {
 		return nil, err
 	}
+	records, strs := s.records(), s.strings.String()
 	if cached != "" {
-		if err := writeCache(cached, l.Digest, entries); err != nil {
+		if err := writeCache(cached, l.Digest, strs, records); err != nil {
 			return nil, fmt.Errorf("writing index cache: %w", err)
 		}
 	}
-	return entries, nil
-}
-
-// merge applies the layers' entries in order.
-func merge(layers []Layer, data [][]Node) (*Index, error) {
-	size := 0
-	for _, entries := range data {
-		size += len(entries)
+	// The layer's data is what a warm build reads from the cache.
+	data := newLayerData(strs)
+	if !data.decode(records) {
+		return nil, errCorrupt
 	}
-	ix := newIndex(size)
-	for i, entries := range data {
-		if err := ix.apply(entries); err != nil {
-			return nil, fmt.Errorf("layer %s: %w", layers[i].Digest, err)
-		}
-	}
-	return ix, nil
+	return data, nil
 }

@@ -137,6 +137,29 @@ func TestBuild(t *testing.T) {
 			},
 		},
 		{
+			name: "whited-out paths come back in a later layer",
+			layers: [][]ent{
+				{dir("a/"), file("a/x", "x1"), file("a/y", "y"), dir("d/"), file("d/e/f", "f")},
+				{whiteout("a/.wh.x"), whiteout(".wh.d")},
+				{file("a/x", "x2"), file("d/g", "g")},
+			},
+			want: []string{
+				"a dir 0755 0:0",
+				`a/x file 0644 0:0 "x2"`,
+				`a/y file 0644 0:0 "y"`,
+				"d dir 0755 0:0 implied",
+				`d/g file 0644 0:0 "g"`,
+			},
+		},
+		{
+			name: "path listed twice in a layer",
+			layers: [][]ent{{
+				file("a", "first"), dir("d/"), file("d/x", "x"),
+				file("a", "second").withMode(0o600), file("d", "a file now"),
+			}},
+			want: []string{`a file 0600 0:0 "second"`, `d file 0644 0:0 "a file now"`},
+		},
+		{
 			name: "aufs metadata is ignored",
 			layers: [][]ent{
 				{file("a", "a")},
@@ -258,6 +281,16 @@ func TestBuild(t *testing.T) {
 			name:    "root that is not a directory",
 			layers:  [][]ent{{file(".", "")}},
 			wantErr: "root is a file",
+		},
+		{
+			name:    "owner beyond a uid",
+			layers:  [][]ent{{file("a", "a").withOwner(1<<32, 0)}},
+			wantErr: "owner 4294967296:0 is not a valid uid:gid",
+		},
+		{
+			name:    "negative owner",
+			layers:  [][]ent{{file("a", "a").withOwner(0, -2)}},
+			wantErr: "owner 0:-2 is not a valid uid:gid",
 		},
 		{
 			name:   "no layers",

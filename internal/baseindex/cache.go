@@ -1,12 +1,16 @@
 package baseindex
 
 import (
+	"bufio"
 	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"hash/crc32"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/google/renameio/v2"
 	digest "github.com/opencontainers/go-digest"
@@ -17,76 +21,132 @@ import (
 //	magic    16 bytes  "mcbake baseindex"
 //	version   4 bytes  little endian, cacheVersion
 //	length    8 bytes  little endian, payload length
-//	checksum 32 bytes  sha256 of the payload
+//	checksum  4 bytes  little endian, CRC-32C of the payload
 //	payload:
 //	  layer digest     string
+//	  strings          string: every path and target, each once
+//	  marker count     uvarint
+//	  markers, each:   type byte (whiteout or opaque), path ref
 //	  entry count      uvarint
-//	  entries, each:   type byte, path string, mode uvarint,
-//	                   uid, gid, size varint, target, digest string,
-//	                   content flag byte (1: content string follows)
+//	  entries, each:   type byte, flags byte, path ref, mode, uid, gid
+//	                   uvarint, size varint, then if flags has
+//	                   flagTarget: target ref, flagDigest: digest 32 bytes,
+//	                   flagContent: content string
 //
-// where a string is a uvarint length and its bytes. Bump cacheVersion
-// whenever the encoding or what a scan records changes.
+// where a string is a uvarint length and its bytes, and a ref is the
+// uvarint offset and length of a string in the strings. The markers come
+// first because a layer applies them before its entries. Hardlinks are
+// cached unresolved: their size, digest, LinkedType and LinkedTarget are
+// only set by the merge. The checksum
+// catches a damaged or truncated file; the cache is trusted like the rest
+// of the user's cache directory. Bump cacheVersion whenever the encoding
+// or what a scan records changes.
 const (
 	cacheMagic   = "mcbake baseindex"
-	cacheVersion = 1
-	headerSize   = len(cacheMagic) + 4 + 8 + sha256.Size
+	cacheVersion = 2
+	headerSize   = len(cacheMagic) + 4 + 8 + 4
 )
 
-var errCorrupt = errors.New("corrupt index cache")
+// Entry flags: which optional fields follow.
+const (
+	flagTarget = 1 << iota
+	flagDigest
+	flagContent
+)
 
-// readCache returns the entries cached at file for layer d. Any problem,
-// missing file included, reports false so that the layer is scanned again.
-func readCache(file string, d digest.Digest) ([]Node, bool) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, false
-	}
-	entries, err := decodeCache(b, d)
-	return entries, err == nil
+var (
+	errCorrupt = errors.New("corrupt index cache")
+	crcTable   = crc32.MakeTable(crc32.Castagnoli)
+)
+
+// layerData is one layer's entries, decoded from the cache encoding for
+// the merge: its entries are already nodes, in slots the index adopts,
+// and strings is the only copy of their paths and targets.
+type layerData struct {
+	strings string
+	markers []marker
+	// chunks hold the entries, in tar order, chunkSize to a chunk.
+	chunks [][]Node
+	count  int
+	// content holds the kept contents by entry; their nodes have
+	// hasContent set.
+	content map[int][]byte
 }
 
-// writeCache stores the entries of layer d at file atomically.
-func writeCache(file string, d digest.Digest, entries []Node) error {
+func newLayerData(strings string) *layerData {
+	return &layerData{strings: strings, content: map[int][]byte{}}
+}
+
+// marker is a whiteout or an opaque marker.
+type marker struct {
+	typ  Type
+	path string
+}
+
+// readCache returns the layer data cached at file for layer d. Any
+// problem, missing file included, reports false so that the layer is
+// scanned again.
+func readCache(file string, d digest.Digest) (*layerData, bool) {
+	l, err := readCacheFile(file, d)
+	return l, err == nil
+}
+
+func readCacheFile(file string, d digest.Digest) (l *layerData, err error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer closeInto(&err, f)
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return readLayer(f, fi.Size(), d)
+}
+
+// writeCache stores the strings and records of layer d at file
+// atomically.
+func writeCache(file string, d digest.Digest, strs string, records []byte) error {
 	dir := filepath.Dir(file)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	return renameio.WriteFile(file, encodeCache(d, entries), 0o644, renameio.WithTempDir(dir))
+	head := appendString(nil, d.String())
+	head = binary.AppendUvarint(head, uint64(len(strs)))
+	crc := crc32.Update(0, crcTable, head)
+	crc = crc32.Update(updateString(crc, strs), crcTable, records)
+	h := make([]byte, headerSize)
+	v := h[copy(h, cacheMagic):]
+	binary.LittleEndian.PutUint32(v, cacheVersion)
+	binary.LittleEndian.PutUint64(v[4:], uint64(len(head)+len(strs)+len(records)))
+	binary.LittleEndian.PutUint32(v[12:], crc)
+	f, err := renameio.NewPendingFile(file, renameio.WithPermissions(0o644), renameio.WithExistingPermissions(), renameio.WithTempDir(dir))
+	if err != nil {
+		return err
+	}
+	defer f.Cleanup()
+	if _, err := f.Write(append(h, head...)); err != nil {
+		return err
+	}
+	if _, err := f.WriteString(strs); err != nil {
+		return err
+	}
+	if _, err := f.Write(records); err != nil {
+		return err
+	}
+	return f.CloseAtomicallyReplace()
 }
 
-// encodeCache encodes the entries of layer d.
-func encodeCache(d digest.Digest, entries []Node) []byte {
-	b := make([]byte, headerSize, headerSize+len(d)+len(entries)*128)
-	b = appendString(b, d.String())
-	b = binary.AppendUvarint(b, uint64(len(entries)))
-	for i := range entries {
-		b = appendNode(b, &entries[i])
+// updateString returns the CRC-32C crc updated with s, which it copies
+// through a small buffer rather than whole.
+func updateString(crc uint32, s string) uint32 {
+	var buf [4 << 10]byte
+	for len(s) > 0 {
+		n := copy(buf[:], s)
+		crc = crc32.Update(crc, crcTable, buf[:n])
+		s = s[n:]
 	}
-	payload := b[headerSize:]
-	sum := sha256.Sum256(payload)
-	h := b[copy(b, cacheMagic):]
-	binary.LittleEndian.PutUint32(h, cacheVersion)
-	binary.LittleEndian.PutUint64(h[4:], uint64(len(payload)))
-	copy(h[12:], sum[:])
-	return b
-}
-
-func appendNode(b []byte, n *Node) []byte {
-	b = append(b, byte(n.Type))
-	b = appendString(b, n.Path)
-	b = binary.AppendUvarint(b, uint64(n.Mode))
-	b = binary.AppendVarint(b, int64(n.UID))
-	b = binary.AppendVarint(b, int64(n.GID))
-	b = binary.AppendVarint(b, n.Size)
-	b = appendString(b, n.Target)
-	b = appendString(b, n.Digest)
-	if n.content == nil {
-		return append(b, 0)
-	}
-	b = append(b, 1)
-	b = binary.AppendUvarint(b, uint64(len(n.content)))
-	return append(b, n.content...)
+	return crc
 }
 
 func appendString(b []byte, s string) []byte {
@@ -94,117 +154,244 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// Hardlinks are cached unresolved: LinkedType and LinkedTarget are only set
-// by the merge.
-
-// decodeCache checks and decodes a cache file's bytes for layer d.
-func decodeCache(b []byte, d digest.Digest) ([]Node, error) {
-	if len(b) < headerSize || string(b[:len(cacheMagic)]) != cacheMagic {
+// readLayer reads and checks the size bytes of an encoded layer d. It
+// reads the strings straight into the string the nodes share, and only
+// the records into a buffer.
+func readLayer(r io.Reader, size int64, d digest.Digest) (*layerData, error) {
+	br := bufio.NewReaderSize(r, readBuffer)
+	var h [headerSize]byte
+	if _, err := io.ReadFull(br, h[:]); err != nil || string(h[:len(cacheMagic)]) != cacheMagic {
 		return nil, errCorrupt
 	}
-	h := b[len(cacheMagic):]
-	payload := b[headerSize:]
-	if binary.LittleEndian.Uint32(h) != cacheVersion ||
-		binary.LittleEndian.Uint64(h[4:]) != uint64(len(payload)) {
+	v := h[len(cacheMagic):]
+	if binary.LittleEndian.Uint32(v) != cacheVersion || binary.LittleEndian.Uint64(v[4:]) != uint64(size)-uint64(headerSize) {
 		return nil, errCorrupt
 	}
-	if sum := sha256.Sum256(payload); !bytes.Equal(sum[:], h[12:12+sha256.Size]) {
+	p := &payloadReader{r: br, left: size - int64(headerSize)}
+	if got, err := p.string(); err != nil || got != d.String() {
 		return nil, errCorrupt
 	}
-	dec := decoder{b: payload, s: string(payload)}
-	if dec.string() != d.String() {
+	strs, err := p.string()
+	if err != nil {
 		return nil, errCorrupt
 	}
-	return dec.entries()
+	recs := make([]byte, p.left)
+	if _, err := io.ReadFull(p, recs); err != nil || p.crc != binary.LittleEndian.Uint32(v[12:]) {
+		return nil, errCorrupt
+	}
+	l := newLayerData(strs)
+	if !l.decode(recs) {
+		return nil, errCorrupt
+	}
+	return l, nil
 }
 
-// decoder reads a payload. Strings are slices of s, one copy of the
-// payload, so that decoding allocates nothing per entry but the nodes.
-type decoder struct {
-	b   []byte
-	s   string
-	off int
-	err bool
+// readBuffer is the read-ahead on a cache file.
+const readBuffer = 64 << 10
+
+// payloadReader reads at most left bytes of a payload and checksums them.
+type payloadReader struct {
+	r    *bufio.Reader
+	left int64
+	crc  uint32
 }
 
-func (d *decoder) entries() ([]Node, error) {
-	count := d.uvarint()
-	if d.err || count > uint64(len(d.b)) {
-		return nil, errCorrupt
+func (p *payloadReader) Read(b []byte) (int, error) {
+	if p.left == 0 {
+		return 0, io.EOF
 	}
-	entries := make([]Node, count)
-	for i := range entries {
-		d.node(&entries[i])
-	}
-	if d.err || d.off != len(d.b) {
-		return nil, errCorrupt
-	}
-	return entries, nil
+	n, err := p.r.Read(b[:min(int64(len(b)), p.left)])
+	p.crc = crc32.Update(p.crc, crcTable, b[:n])
+	p.left -= int64(n)
+	return n, err
 }
 
-func (d *decoder) node(n *Node) {
-	n.Type = Type(d.byte())
-	n.Path = d.string()
-	n.Mode = uint32(d.uvarint())
-	n.UID, n.GID = int(d.varint()), int(d.varint())
-	n.Size = d.varint()
-	n.Target = d.string()
-	n.Digest = d.string()
-	if d.byte() == 1 {
-		n.content = d.bytes()
-	}
-	if n.Type < File || n.Type > typeOpaque {
-		d.err = true
-	}
+func (p *payloadReader) ReadByte() (byte, error) {
+	var b [1]byte
+	_, err := io.ReadFull(p, b[:])
+	return b[0], err
 }
 
-func (d *decoder) byte() byte {
-	if d.off >= len(d.b) {
-		d.err = true
+// string reads a string, from the read-ahead straight into the string's
+// memory.
+func (p *payloadReader) string() (string, error) {
+	l, err := binary.ReadUvarint(p)
+	if err != nil || l > uint64(p.left) {
+		return "", errCorrupt
+	}
+	var b strings.Builder
+	b.Grow(int(l))
+	for left := int(l); left > 0; {
+		chunk, _ := p.r.Peek(min(left, readBuffer))
+		if len(chunk) == 0 {
+			return "", errCorrupt
+		}
+		b.Write(chunk)
+		p.crc = crc32.Update(p.crc, crcTable, chunk)
+		left -= len(chunk)
+		p.left -= int64(len(chunk))
+		if _, err := p.r.Discard(len(chunk)); err != nil {
+			return "", err
+		}
+	}
+	return b.String(), nil
+}
+
+// decode decodes b, the payload's records. It checks every record, so
+// that the merge never meets a corrupt one.
+func (l *layerData) decode(b []byte) bool {
+	r := records{b: b, strings: l.strings}
+	r.count()
+	for r.next() {
+		t, p := r.marker()
+		if t != typeWhiteout && t != typeOpaque {
+			return false
+		}
+		l.markers = append(l.markers, marker{typ: t, path: p})
+	}
+	r.count()
+	l.count = r.total
+	for k := 0; r.next(); k++ {
+		if k&(chunkSize-1) == 0 {
+			l.chunks = append(l.chunks, make([]Node, min(chunkSize, l.count-k)))
+		}
+		n := &l.chunks[k>>chunkBits][k&(chunkSize-1)]
+		if content := r.node(n); content != nil {
+			n.hasContent = true
+			l.content[k] = bytes.Clone(content)
+		}
+		if n.Type < File || n.Type > FIFO {
+			return false
+		}
+	}
+	return !r.err && r.off == len(r.b)
+}
+
+// records reads a section of a payload. A read past its end or a string
+// reference outside the strings sets err.
+type records struct {
+	b       []byte
+	strings string
+	off     int
+	// total is the section's record count, left how many next has not
+	// reached.
+	total, left int
+	err         bool
+}
+
+// count reads a section's record count.
+func (r *records) count() {
+	c := r.uvarint()
+	if c > uint64(len(r.b)) { // a record takes at least a byte
+		r.err = true
+	}
+	if r.err {
+		c = 0
+	}
+	r.total, r.left = int(c), int(c)
+}
+
+// next moves to the next record, reporting false after the last one.
+func (r *records) next() bool {
+	if r.left == 0 || r.err {
+		return false
+	}
+	r.left--
+	return true
+}
+
+// marker reads a marker's type and path.
+func (r *records) marker() (Type, string) {
+	t := Type(r.byte())
+	return t, r.ref()
+}
+
+// node reads an entry into n, a zero Node, and returns its kept content,
+// or nil. The content is part of the payload.
+//
+// It sets the fields without pointers first: n is usually in memory the
+// kernel has not mapped yet, and the first access to a page had better be
+// a plain write than the read a pointer write makes while the garbage
+// collector runs, which maps a page of zeros to replace at the write. As
+// a Node starts with its strings, whichever of its pages a Node is the
+// first to reach, it reaches it with a plain write.
+func (r *records) node(n *Node) []byte {
+	n.Type = Type(r.byte())
+	flags := r.byte()
+	path := r.ref()
+	n.Mode = r.uint32()
+	n.UID, n.GID = r.uint32(), r.uint32()
+	n.Size = r.varint()
+	var target string
+	if flags&flagTarget != 0 {
+		target = r.ref()
+	}
+	if flags&flagDigest != 0 && r.off+len(n.Digest) <= len(r.b) {
+		r.off += copy(n.Digest[:], r.b[r.off:])
+	} else if flags&flagDigest != 0 {
+		r.err = true
+	}
+	n.Path, n.Target = path, target
+	if flags&flagContent == 0 {
+		return nil
+	}
+	return r.bytes()
+}
+
+func (r *records) byte() byte {
+	if r.off >= len(r.b) {
+		r.err = true
 		return 0
 	}
-	d.off++
-	return d.b[d.off-1]
+	r.off++
+	return r.b[r.off-1]
 }
 
-func (d *decoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b[min(d.off, len(d.b)):])
+func (r *records) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b[min(r.off, len(r.b)):])
 	if n <= 0 {
-		d.err = true
+		r.err = true
 		return 0
 	}
-	d.off += n
+	r.off += n
 	return v
 }
 
-func (d *decoder) varint() int64 {
-	v, n := binary.Varint(d.b[min(d.off, len(d.b)):])
+func (r *records) uint32() uint32 {
+	v := r.uvarint()
+	if v > math.MaxUint32 {
+		r.err = true
+	}
+	return uint32(v)
+}
+
+func (r *records) varint() int64 {
+	v, n := binary.Varint(r.b[min(r.off, len(r.b)):])
 	if n <= 0 {
-		d.err = true
+		r.err = true
 		return 0
 	}
-	d.off += n
+	r.off += n
 	return v
 }
 
-// span returns the bounds of the next length-prefixed field.
-func (d *decoder) span() (int, int) {
-	l := d.uvarint()
-	if d.err || l > uint64(len(d.b)-d.off) {
-		d.err = true
-		return 0, 0
+// bytes reads a string of the payload.
+func (r *records) bytes() []byte {
+	l := r.uvarint()
+	if r.err || l > uint64(len(r.b)-r.off) {
+		r.err = true
+		return nil
 	}
-	start := d.off
-	d.off += int(l)
-	return start, d.off
+	r.off += int(l)
+	return r.b[r.off-int(l) : r.off : r.off]
 }
 
-func (d *decoder) string() string {
-	start, end := d.span()
-	return d.s[start:end]
-}
-
-func (d *decoder) bytes() []byte {
-	start, end := d.span()
-	return d.b[start:end:end]
+// ref reads a reference to one of the strings.
+func (r *records) ref() string {
+	off, l := r.uvarint(), r.uvarint()
+	if r.err || off > uint64(len(r.strings)) || l > uint64(len(r.strings))-off {
+		r.err = true
+		return ""
+	}
+	return r.strings[off : off+l]
 }

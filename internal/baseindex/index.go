@@ -18,21 +18,50 @@ var ErrTooManyLinks = errors.New("too many levels of symbolic links")
 
 // Index is the merged filesystem metadata of an image's layers. It is
 // immutable once built and safe for concurrent use.
+//
+// Its nodes live in slots, in chunks of at most chunkSize: the chunks a
+// layer's entries were decoded into, which the index adopts, and chunks
+// of its own for implied directories. A node is never moved, so pointers
+// to nodes stay valid as the index grows and no array of nodes is ever
+// copied. A directory's children are linked through their slots; a slot
+// whose node was deleted has no Type.
 type Index struct {
-	// nodes maps every path to its node, implied directories included.
-	nodes map[string]*Node
-	// kids maps a directory's path to its direct children by name.
-	kids map[string]map[string]*Node
+	chunks [][]Node
+	// paths maps every path to its slot, implied directories included.
+	paths pathTable
+	// content holds the kept contents by path.
+	content map[string][]byte
 	// listed counts the nodes that are not implied.
 	listed int
+}
+
+const (
+	// chunkBits sizes the chunks of slots: 512 nodes, 56 KiB.
+	chunkBits = 9
+	chunkSize = 1 << chunkBits
+	// noSlot ends a list of slots.
+	noSlot = -1
+)
+
+// node returns the node in slot i.
+func (ix *Index) node(i int32) *Node {
+	return &ix.chunks[i>>chunkBits][i&(chunkSize-1)]
+}
+
+// find returns the node at a clean relative path.
+func (ix *Index) find(p string) (*Node, bool) {
+	i, ok := ix.get(p)
+	if !ok {
+		return nil, false
+	}
+	return ix.node(i), true
 }
 
 // Lookup returns the node at path, without following symlinks. The path is
 // relative to the image root; a leading slash is ignored and it is
 // cleaned. Implied directories are returned with Implied set.
 func (ix *Index) Lookup(p string) (*Node, bool) {
-	n, ok := ix.nodes[relPath(p)]
-	return n, ok
+	return ix.find(relPath(p))
 }
 
 // Content returns the content kept for path, without following symlinks.
@@ -43,24 +72,26 @@ func (ix *Index) Lookup(p string) (*Node, bool) {
 // etc/systemd/system/ and lib/systemd/system/. The returned slice must not
 // be modified.
 func (ix *Index) Content(p string) ([]byte, bool) {
-	n, ok := ix.nodes[relPath(p)]
-	if !ok || n.content == nil {
-		return nil, false
-	}
-	return n.content, true
+	b, ok := ix.content[relPath(p)]
+	return b, ok
 }
 
 // ReadDir returns the direct children of the directory dir sorted by name,
 // implied directories included. It returns nil if dir is not a directory.
 // Symlinks are not followed.
 func (ix *Index) ReadDir(dir string) []*Node {
-	kids := ix.kids[relPath(dir)]
-	if len(kids) == 0 {
+	d, ok := ix.find(relPath(dir))
+	if !ok || d.Type != Dir {
 		return nil
 	}
-	out := make([]*Node, 0, len(kids))
-	for _, n := range kids {
-		out = append(out, n)
+	var out []*Node
+	for i := d.first; i != noSlot; i = ix.node(i).next {
+		if n := ix.node(i); n.Type != 0 {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	slices.SortFunc(out, func(a, b *Node) int { return strings.Compare(a.Path, b.Path) })
 	return out
@@ -107,7 +138,7 @@ func (ix *Index) resolveDir(parts []string) (string, error) {
 			continue
 		}
 		next := joinPath(cur, c)
-		n, ok := ix.nodes[next]
+		n, ok := ix.find(next)
 		if !ok {
 			cur = next
 			continue

@@ -247,10 +247,10 @@ func describe(n *baseindex.Node, known map[string]string) string {
 		}
 		b.WriteString(")")
 	}
-	if n.Digest != "" {
-		body, ok := known[n.Digest]
+	if d := n.Digest.String(); d != "" {
+		body, ok := known[d]
 		if !ok || int64(len(body)) != n.Size {
-			fmt.Fprintf(&b, " %s size %d", n.Digest, n.Size)
+			fmt.Fprintf(&b, " %s size %d", d, n.Size)
 		} else {
 			fmt.Fprintf(&b, " %q", body)
 		}

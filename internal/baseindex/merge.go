@@ -5,140 +5,242 @@ import (
 	"fmt"
 )
 
-// newIndex returns an index holding only the implied root, sized for
-// about size entries.
-func newIndex(size int) *Index {
-	ix := &Index{
-		nodes: make(map[string]*Node, size+1),
-		kids:  make(map[string]map[string]*Node, size/8+1),
+// merger applies layers to an index, bottom layer first.
+type merger struct {
+	ix *Index
+	// own is the chunk the merger allocates implied directories in, and
+	// owned the number of its slots in use.
+	own, owned int
+	// dirs remembers the last two directories entries went into, the
+	// most recent first: layers list a directory's entries together, and
+	// ostree-ext layers alternate between an object's directory and the
+	// directory of the hardlinks to it, so most entries skip the lookup
+	// of their parent.
+	dirs [2]recentDir
+}
+
+// recentDir is a directory the merge put an entry into.
+type recentDir struct {
+	path string
+	slot int32
+}
+
+// newMerger returns a merger whose index holds only the implied root.
+func newMerger() *merger {
+	ix := &Index{paths: newPathTable(), content: map[string][]byte{}}
+	m := &merger{ix: ix, owned: chunkSize, dirs: [2]recentDir{{slot: noSlot}, {slot: noSlot}}}
+	root := m.alloc()
+	*ix.node(root) = impliedDir("")
+	_, at := ix.lookup("")
+	ix.insert("", root, at)
+	return m
+}
+
+func impliedDir(p string) Node {
+	return Node{Path: p, Type: Dir, Mode: 0o755, Implied: true, first: noSlot, next: noSlot}
+}
+
+// alloc returns a new zero slot.
+func (m *merger) alloc() int32 {
+	ix := m.ix
+	if m.owned == chunkSize {
+		ix.chunks = append(ix.chunks, make([]Node, chunkSize))
+		m.own, m.owned = len(ix.chunks)-1, 0
 	}
-	ix.nodes[""] = impliedDir("")
-	return ix
+	m.owned++
+	return int32(m.own<<chunkBits + m.owned - 1)
 }
 
-func impliedDir(p string) *Node {
-	return &Node{Path: p, Type: Dir, Mode: 0o755, Implied: true}
+// adopt makes the chunks of a layer's nodes the index's and returns the
+// slot of the first node.
+func (m *merger) adopt(chunks [][]Node) int32 {
+	first := int32(len(m.ix.chunks) << chunkBits)
+	m.ix.chunks = append(m.ix.chunks, chunks...)
+	return first
 }
 
-// apply merges one layer's entries into the index, following the OCI
-// layer rules: its whiteouts and opaque markers first delete from the
-// lower layers only, then its entries are applied in tar order.
-func (ix *Index) apply(entries []Node) error {
-	for i := range entries {
-		switch e := &entries[i]; e.Type {
+// apply merges one layer into the index, following the OCI layer rules:
+// its whiteouts and opaque markers first delete from the lower layers
+// only, then its entries are applied in tar order. The index adopts the
+// slots of the layer's nodes.
+func (m *merger) apply(l *layerData) error {
+	for _, mk := range l.markers {
+		switch mk.typ {
 		case typeWhiteout:
-			ix.ensureDir(parentDir(e.Path))
-			ix.remove(e.Path)
+			m.ensureDir(parentDir(mk.path))
+			m.remove(mk.path)
 		case typeOpaque:
-			ix.ensureDir(e.Path)
-			ix.removeChildren(e.Path)
+			m.removeChildren(m.ensureDir(mk.path))
 		}
 	}
-	for i := range entries {
-		e := &entries[i]
-		if e.Type == typeWhiteout || e.Type == typeOpaque {
-			continue
+	m.ix.paths.reserve(l.count)
+	first := m.adopt(l.chunks)
+	for k := range l.count {
+		i := first + int32(k)
+		n := m.ix.node(i)
+		var content []byte
+		if n.hasContent {
+			content = l.content[k]
 		}
-		if e.Type == Hardlink {
-			if err := ix.link(e); err != nil {
+		if n.Type == Hardlink {
+			var err error
+			if content, err = m.resolveLink(n, content); err != nil {
 				return err
 			}
 		}
-		ix.put(e)
+		m.put(i, content)
 	}
 	return nil
 }
 
-// put sets the node at n.Path. A directory replacing a directory keeps its
-// children; anything else replacing a directory removes them. Missing
-// parents are implied, and a parent that is not a directory is replaced by
-// an implied one, as extracting into an overlay upper directory does.
-func (ix *Index) put(n *Node) {
-	old, ok := ix.nodes[n.Path]
-	switch {
-	case !ok:
-		ix.ensureDir(parentDir(n.Path))
-	case old.Type == Dir && n.Type != Dir:
-		ix.removeChildren(n.Path)
+// put sets the node at the path of the new node in slot i, with its kept
+// content if it is not nil. A directory replacing a directory keeps its
+// children; anything else replacing a directory removes them, and frees
+// slot i. Missing parents are implied, and a parent that is not a
+// directory is replaced by an implied one, as extracting into an overlay
+// upper directory does.
+func (m *merger) put(i int32, content []byte) {
+	ix := m.ix
+	n := ix.node(i)
+	j, at := ix.lookup(n.Path)
+	if j == noSlot {
+		m.link(m.ensureDir(parentDir(n.Path)), i)
+		ix.insert(n.Path, i, at)
+		j = i
+	} else {
+		m.replace(j, n)
+		*n = Node{}
 	}
-	if ok && !old.Implied {
-		ix.listed--
-	}
-	ix.set(n)
 	ix.listed++
+	n = ix.node(j)
+	n.hasContent = content != nil
+	if content != nil {
+		ix.content[n.Path] = content
+	}
 }
 
-// set records n at its path and in its parent's children.
-func (ix *Index) set(n *Node) {
-	ix.nodes[n.Path] = n
-	if n.Path == "" {
-		return
+// replace sets the node in slot i to n, keeping its place in its
+// directory and, if both are directories, its children.
+func (m *merger) replace(i int32, n *Node) {
+	old := m.ix.node(i)
+	if old.Type == Dir && n.Type != Dir {
+		m.removeChildren(i)
 	}
-	dir := parentDir(n.Path)
-	kids := ix.kids[dir]
-	if kids == nil {
-		kids = map[string]*Node{}
-		ix.kids[dir] = kids
+	if !old.Implied {
+		m.ix.listed--
 	}
-	kids[baseName(n.Path)] = n
+	m.dropContent(old)
+	first, next := old.first, old.next
+	*old = *n
+	old.first, old.next = first, next
+}
+
+// link makes the node in slot i, which has no children, the first child
+// of the directory in slot parent.
+func (m *merger) link(parent, i int32) {
+	d, n := m.ix.node(parent), m.ix.node(i)
+	n.first, n.next = noSlot, d.first
+	d.first = i
 }
 
 // ensureDir makes sure a directory exists at p, implying it (and its
-// missing parents) if needed.
-func (ix *Index) ensureDir(p string) {
-	n, ok := ix.nodes[p]
-	switch {
-	case ok && n.Type == Dir:
-		return
-	case ok:
-		ix.remove(p)
-	default:
-		ix.ensureDir(parentDir(p))
+// missing parents) if needed, and returns its slot.
+func (m *merger) ensureDir(p string) int32 {
+	if i, ok := m.recentDir(p); ok {
+		return i
 	}
-	ix.set(impliedDir(p))
+	ix := m.ix
+	i, at := ix.lookup(p)
+	switch {
+	case i == noSlot:
+		parent := m.ensureDir(parentDir(p))
+		i = m.alloc()
+		n := ix.node(i)
+		n.Type, n.Mode, n.Implied = Dir, 0o755, true // before the pointer, see records.node
+		n.Path = p
+		m.link(parent, i)
+		ix.insert(p, i, at)
+	case ix.node(i).Type != Dir:
+		implied := impliedDir(p)
+		m.replace(i, &implied)
+	}
+	m.dirs[0], m.dirs[1] = recentDir{path: p, slot: i}, m.dirs[0]
+	return i
+}
+
+// recentDir returns the slot of the directory p if it is a recent one.
+// A slot is still p's if it holds a directory: the path of a slot never
+// changes, and a freed slot has no type.
+func (m *merger) recentDir(p string) (int32, bool) {
+	for k, d := range m.dirs {
+		if d.slot != noSlot && d.path == p && m.ix.node(d.slot).Type == Dir {
+			if k == 1 {
+				m.dirs[0], m.dirs[1] = d, m.dirs[0]
+			}
+			return d.slot, true
+		}
+	}
+	return noSlot, false
 }
 
 // remove deletes p and everything under it.
-func (ix *Index) remove(p string) {
-	if _, ok := ix.nodes[p]; !ok {
-		return
+func (m *merger) remove(p string) {
+	if i, ok := m.ix.get(p); ok {
+		m.drop(i)
 	}
-	ix.drop(p)
-	delete(ix.kids[parentDir(p)], baseName(p))
 }
 
-// removeChildren deletes everything under the directory p, but not p.
-func (ix *Index) removeChildren(p string) {
-	for _, k := range ix.kids[p] {
-		ix.drop(k.Path)
+// removeChildren deletes everything under the directory in slot i, but
+// not the directory.
+func (m *merger) removeChildren(i int32) {
+	d := m.ix.node(i)
+	for c := d.first; c != noSlot; c = m.ix.node(c).next {
+		if m.ix.node(c).Type != 0 {
+			m.drop(c)
+		}
 	}
-	delete(ix.kids, p)
+	d.first = noSlot
 }
 
-// drop deletes p and its subtree from nodes, leaving p in its parent's
-// children for the caller to handle.
-func (ix *Index) drop(p string) {
-	n := ix.nodes[p]
+// drop deletes the node in slot i and its subtree. The slot is left dead
+// (its Type zero) but linked in its directory's children: a list of
+// children skips dead slots, and is never long but for layers deleting
+// what lower ones had.
+func (m *merger) drop(i int32) {
+	ix := m.ix
+	n := ix.node(i)
 	if n.Type == Dir {
-		ix.removeChildren(p)
+		m.removeChildren(i)
 	}
-	delete(ix.nodes, p)
+	ix.unset(n.Path)
+	m.dropContent(n)
 	if !n.Implied {
 		ix.listed--
 	}
+	*n = Node{next: n.next}
 }
 
-// link resolves a hardlink against the current state of the index, which
-// is the state its layer's extraction links against: it takes the size,
-// digest and kept content of its target, and the type of the inode.
-func (ix *Index) link(n *Node) error {
-	t, ok := ix.nodes[n.Target]
+// dropContent forgets the kept content of n.
+func (m *merger) dropContent(n *Node) {
+	if n.hasContent {
+		delete(m.ix.content, n.Path)
+		n.hasContent = false
+	}
+}
+
+// resolveLink resolves a hardlink against the current state of the
+// index, which is the state its layer's extraction links against: it
+// takes the size, digest and kept content of its target, and the type of
+// the inode. It returns the link's content: its own, as its layer's scan
+// found it, or its target's.
+func (m *merger) resolveLink(n *Node, content []byte) ([]byte, error) {
+	t, ok := m.ix.find(n.Target)
 	if !ok || t.Implied {
-		return fmt.Errorf("hardlink %q: target %q does not exist", n.Path, n.Target)
+		return nil, fmt.Errorf("hardlink %q: target %q does not exist", n.Path, n.Target)
 	}
 	switch t.Type {
 	case Dir:
-		return fmt.Errorf("hardlink %q: target %q is a directory", n.Path, n.Target)
+		return nil, fmt.Errorf("hardlink %q: target %q is a directory", n.Path, n.Target)
 	case Hardlink:
 		n.LinkedType, n.LinkedTarget = t.LinkedType, t.LinkedTarget
 	case Symlink:
@@ -146,27 +248,26 @@ func (ix *Index) link(n *Node) error {
 	default:
 		n.LinkedType = t.Type
 	}
-	n.Size, n.Digest = t.Size, t.Digest
-	return ix.linkContent(n, t)
+	n.Size, n.Digest, n.Target = t.Size, t.Digest, t.Path
+	if content != nil || n.LinkedType != File {
+		return content, nil
+	}
+	return m.linkContent(n, t)
 }
 
 // errNotKept is returned for a hardlink at a kept path whose target is in a
 // lower layer, at a path whose content is not kept.
 var errNotKept = errors.New("content of the target is not indexed (hardlink across layers)")
 
-// linkContent gives a hardlink at a kept path the content of its target,
-// unless its layer's scan did already.
-func (ix *Index) linkContent(n, t *Node) error {
-	if n.content != nil || n.LinkedType != File {
-		return nil
-	}
+// linkContent returns the content of a hardlink's target if the link is at
+// a kept path.
+func (m *merger) linkContent(n, t *Node) ([]byte, error) {
 	keep, err := keepContent(n.Path, n.Size)
 	if err != nil || !keep {
-		return err
+		return nil, err
 	}
-	if t.content == nil {
-		return fmt.Errorf("hardlink %q to %q: %w", n.Path, n.Target, errNotKept)
+	if !t.hasContent {
+		return nil, fmt.Errorf("hardlink %q to %q: %w", n.Path, n.Target, errNotKept)
 	}
-	n.content = t.content
-	return nil
+	return m.ix.content[t.Path], nil
 }

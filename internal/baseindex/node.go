@@ -1,6 +1,10 @@
 package baseindex
 
-import "fmt"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+)
 
 // Type is the kind of a filesystem entry.
 type Type uint8
@@ -42,35 +46,59 @@ func (t Type) String() string {
 }
 
 // Node is the metadata of one path of the merged image filesystem.
+//
+// Its fields holding pointers (the strings) come first, see records.node.
 type Node struct {
 	// Path is clean and relative to the image root, without a leading
 	// slash ("etc/passwd"); the root itself is "".
 	Path string
-	Type Type
-	// Mode holds the permission bits, setuid, setgid and sticky (07777).
-	Mode     uint32
-	UID, GID int
-	// Size is the content size of a regular file, and of a hardlink to one.
-	Size int64
 	// Target is a symlink's target as stored in the layer, or a hardlink's
 	// target path (clean, relative to the root).
 	Target string
-	// Digest is "sha256:<hex>" of a regular file's content; a hardlink
-	// carries the digest of the file it links to.
-	Digest string
-	// LinkedType and LinkedTarget describe, for a Hardlink, the file it
+	// LinkedTarget and LinkedType describe, for a Hardlink, the file it
 	// shares an inode with as it was when the link's layer was applied:
 	// its type (File, Symlink, ...) and, for a symlink, its target. They
 	// are zero for other types. Use Lstat to get the effective values.
-	LinkedType   Type
 	LinkedTarget string
+	// Size is the content size of a regular file, and of a hardlink to one.
+	Size int64
+	// Digest is the SHA-256 of a regular file's content; a hardlink
+	// carries the digest of the file it links to. It is zero for the
+	// other types.
+	Digest Digest
+	// Mode holds the permission bits, setuid, setgid and sticky (07777).
+	Mode     uint32
+	UID, GID uint32
+	Type     Type
+	// LinkedType, see LinkedTarget.
+	LinkedType Type
 	// Implied is set on directories that no layer lists but that exist
 	// because a layer has entries below them. Extraction creates such
 	// directories 0755 root:root, which is what their Node says. They are
 	// returned by Lookup and ReadDir but not counted by Index.Len.
 	Implied bool
 
-	content []byte // kept content, see Index.Content
+	// hasContent is set when the index keeps the node's content.
+	hasContent bool
+	// first and next link a node of an Index into its directory's
+	// children: they are the slots of its own first child and of its
+	// next sibling, noSlot ending a list.
+	first, next int32
+}
+
+// Digest is the SHA-256 of a regular file's content.
+type Digest [sha256.Size]byte
+
+// String returns "sha256:<hex>", the form of OCI and manifest digests,
+// or "" for the zero Digest (a node that is not a regular file).
+func (d Digest) String() string {
+	if d == (Digest{}) {
+		return ""
+	}
+	var b [len("sha256:") + 2*sha256.Size]byte
+	copy(b[:], "sha256:")
+	hex.Encode(b[len("sha256:"):], d[:])
+	return string(b[:])
 }
 
 // Lstat returns the type and symlink target that lstat(2) and readlink(2)

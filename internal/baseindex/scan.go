@@ -5,11 +5,11 @@ import (
 	"bufio"
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
 	"io"
+	"math"
 	"path"
 	"strings"
 
@@ -57,8 +57,8 @@ var layerMediaTypes = map[string]bool{
 }
 
 // scanLayer streams one layer blob, checks its digest and size, and returns
-// its entries in tar order, whiteout and opaque markers included.
-func scanLayer(ctx context.Context, l Layer, progress func(digest.Digest, int64)) ([]Node, error) {
+// its entries.
+func scanLayer(ctx context.Context, l Layer, progress func(digest.Digest, int64)) (*scanned, error) {
 	s, err := scanBlob(ctx, l, progress, nil)
 	if err != nil {
 		return nil, err
@@ -68,7 +68,7 @@ func scanLayer(ctx context.Context, l Layer, progress func(digest.Digest, int64)
 		return nil, err
 	}
 	if len(want) == 0 {
-		return s.entries, nil
+		return &s.scanned, nil
 	}
 	// Some hardlinks at kept paths point to files whose content the first
 	// pass did not keep: read the layer again for just those files.
@@ -79,7 +79,7 @@ func scanLayer(ctx context.Context, l Layer, progress func(digest.Digest, int64)
 	if err := s.fillLinks(want, again.got); err != nil {
 		return nil, err
 	}
-	return s.entries, nil
+	return &s.scanned, nil
 }
 
 // scanBlob makes one pass over a layer blob. want holds the indexes of the
@@ -193,10 +193,9 @@ func (b *blobReader) verify() error {
 
 // scanner turns tar entries into nodes.
 type scanner struct {
-	entries []Node
-	hash    hash.Hash
-	sum     [sha256.Size]byte
-	buf     []byte
+	scanned
+	hash hash.Hash
+	buf  []byte
 
 	recent [recentFiles]recentFile
 	next   int
@@ -219,11 +218,12 @@ type recentFile struct {
 
 func newScanner(want map[int]bool) *scanner {
 	return &scanner{
-		hash: sha256.New(),
-		buf:  make([]byte, copyBuffer),
-		kept: map[string][]byte{},
-		want: want,
-		got:  map[int][]byte{},
+		hash:    sha256.New(),
+		buf:     make([]byte, copyBuffer),
+		kept:    map[string][]byte{},
+		want:    want,
+		scanned: newScanned(),
+		got:     map[int][]byte{},
 	}
 }
 
@@ -260,29 +260,54 @@ func (s *scanner) add(hdr *tar.Header, r io.Reader) error {
 	if name := baseName(p); strings.HasPrefix(name, whiteoutPrefix) {
 		return s.addWhiteout(parentDir(p), name)
 	}
-	n := Node{Path: p, Mode: uint32(hdr.Mode) & 0o7777, UID: hdr.Uid, GID: hdr.Gid}
-	if n.Type, err = entryType(hdr.Typeflag); err != nil {
+	if !validID(hdr.Uid) || !validID(hdr.Gid) {
+		return fmt.Errorf("owner %d:%d is not a valid uid:gid", hdr.Uid, hdr.Gid)
+	}
+	e := entry{mode: uint32(hdr.Mode) & 0o7777, uid: uint32(hdr.Uid), gid: uint32(hdr.Gid)}
+	if e.typ, err = entryType(hdr.Typeflag); err != nil {
 		return err
 	}
-	if p == "" && n.Type != Dir {
-		return fmt.Errorf("root is a %s", n.Type)
+	if p == "" && e.typ != Dir {
+		return fmt.Errorf("root is a %s", e.typ)
 	}
-	switch n.Type {
+	if e.path, err = s.intern(p); err != nil {
+		return err
+	}
+	switch e.typ {
 	case File:
-		return s.addFile(n, hdr.Size, r)
+		return s.addFile(e, p, hdr.Size, r)
 	case Symlink:
-		n.Target = hdr.Linkname
+		e.target, err = s.intern(hdr.Linkname)
 	case Hardlink:
-		if n.Target, err = entryPath(hdr.Linkname); err != nil {
-			return fmt.Errorf("hardlink target: %w", err)
-		}
-		if n.Target == p {
-			return errors.New("hardlink to itself")
-		}
-		s.linkContent(&n)
+		err = s.addHardlink(&e, p, hdr.Linkname)
 	}
-	s.entries = append(s.entries, n)
+	if err != nil {
+		return err
+	}
+	s.entries = append(s.entries, e)
 	return nil
+}
+
+// addHardlink sets the target of a hardlink at p, and its content if the
+// scan has it at hand and p is kept.
+func (s *scanner) addHardlink(e *entry, p, linkname string) error {
+	target, err := entryPath(linkname)
+	if err != nil {
+		return fmt.Errorf("hardlink target: %w", err)
+	}
+	if target == p {
+		return errors.New("hardlink to itself")
+	}
+	if e.target, err = s.intern(target); err != nil {
+		return err
+	}
+	s.linkContent(p, target)
+	return nil
+}
+
+// validID reports whether id is a uid or gid that Linux can give a file.
+func validID(id int) bool {
+	return id >= 0 && uint64(id) <= math.MaxUint32
 }
 
 // aufsMeta reports whether p is under an aufs metadata directory such as
@@ -316,41 +341,48 @@ func entryType(flag byte) (Type, error) {
 // addWhiteout records a whiteout or opaque marker found in dir. Other
 // ".wh..wh." names are aufs metadata and mean nothing to an image.
 func (s *scanner) addWhiteout(dir, name string) error {
+	m := entry{typ: typeWhiteout}
 	switch {
 	case name == opaqueMarker:
-		s.entries = append(s.entries, Node{Path: dir, Type: typeOpaque})
+		m.typ = typeOpaque
 	case strings.HasPrefix(name, whiteoutMeta):
+		return nil
 	default:
 		deleted := strings.TrimPrefix(name, whiteoutPrefix)
 		if deleted == "" || deleted == "." || deleted == ".." {
 			return fmt.Errorf("invalid whiteout %q", name)
 		}
-		s.entries = append(s.entries, Node{Path: joinPath(dir, deleted), Type: typeWhiteout})
+		dir = joinPath(dir, deleted)
 	}
+	var err error
+	if m.path, err = s.intern(dir); err != nil {
+		return err
+	}
+	s.markers = append(s.markers, m)
 	return nil
 }
 
-// addFile hashes a regular file and keeps its content when needed.
-func (s *scanner) addFile(n Node, size int64, r io.Reader) error {
+// addFile hashes a regular file at p and keeps its content when needed.
+func (s *scanner) addFile(e entry, p string, size int64, r io.Reader) error {
 	idx := len(s.entries)
-	keep, err := keepContent(n.Path, size)
+	keep, err := keepContent(p, size)
 	if err != nil {
 		return err
 	}
-	content, err := s.hashFile(r, n.Path, size, keep || s.want[idx])
+	content, err := s.hashFile(r, p, size, keep || s.want[idx])
 	if err != nil {
 		return err
 	}
-	n.Size = size
-	n.Digest = s.digestString()
+	e.size = size
+	s.hash.Sum(e.digest[:0])
 	if s.want[idx] {
 		s.got[idx] = content
 	}
 	if keep {
-		n.content = content
-		s.kept[n.Path] = content
+		s.content[idx] = content
+		s.kept[p] = content
 	}
-	s.entries = append(s.entries, n)
+	s.entries = append(s.entries, e)
 	return nil
 }
 
@@ -403,14 +435,6 @@ func (s *scanner) readSmall(r io.Reader, p string, size int) ([]byte, error) {
 	return data, nil
 }
 
-// digestString formats the hash's sum as "sha256:<hex>".
-func (s *scanner) digestString() string {
-	var b [len("sha256:") + 2*sha256.Size]byte
-	copy(b[:], "sha256:")
-	hex.Encode(b[len("sha256:"):], s.hash.Sum(s.sum[:0]))
-	return string(b[:])
-}
-
 // forget drops what the scan remembers of p's content: an entry at p
 // replaces it.
 func (s *scanner) forget(p string) {
@@ -422,23 +446,24 @@ func (s *scanner) forget(p string) {
 	delete(s.kept, p)
 }
 
-// linkContent gives a hardlink at a kept path the content of its target,
-// when the scan has it at hand; otherwise it notes the link as needing it.
-func (s *scanner) linkContent(n *Node) {
-	if !keptPath(n.Path) {
+// linkContent gives the next entry, a hardlink at p to target, the
+// content of its target if p is kept and the scan has it at hand;
+// otherwise it notes the link as needing it.
+func (s *scanner) linkContent(p, target string) {
+	if !keptPath(p) {
 		return
 	}
-	content, ok := s.kept[n.Target]
+	content, ok := s.kept[target]
 	if !ok {
-		content, ok = s.recentContent(n.Target)
+		content, ok = s.recentContent(target)
 	}
 	if !ok {
 		s.needs = append(s.needs, len(s.entries))
 		return
 	}
-	if keep, _ := keepContent(n.Path, int64(len(content))); keep {
-		n.content = content
-		s.kept[n.Path] = content
+	if keep, _ := keepContent(p, int64(len(content))); keep {
+		s.content[len(s.entries)] = content
+		s.kept[p] = content
 	}
 }
 
@@ -463,9 +488,9 @@ func (s *scanner) pendingTargets() (map[int]bool, error) {
 		if !ok {
 			continue
 		}
-		keep, err := keepContent(s.entries[i].Path, s.entries[j].Size)
+		keep, err := keepContent(s.str(s.entries[i].path), s.entries[j].size)
 		if err != nil {
-			return nil, fmt.Errorf("hardlink %q to %q: %w", s.entries[i].Path, s.entries[i].Target, err)
+			return nil, fmt.Errorf("hardlink %q to %q: %w", s.str(s.entries[i].path), s.str(s.entries[i].target), err)
 		}
 		if keep {
 			want[j] = true
@@ -479,15 +504,15 @@ func (s *scanner) pendingTargets() (map[int]bool, error) {
 // before it, following hardlinks to hardlinks.
 func (s *scanner) linkTarget(i int) (int, bool) {
 	for hops := 0; hops < len(s.entries); hops++ {
-		target := s.entries[i].Target
+		target := s.str(s.entries[i].target)
 		j := i - 1
-		for j >= 0 && (s.entries[j].Path != target || s.entries[j].Type > FIFO) {
+		for j >= 0 && s.str(s.entries[j].path) != target {
 			j--
 		}
 		if j < 0 {
 			return 0, false
 		}
-		switch s.entries[j].Type {
+		switch s.entries[j].typ {
 		case File:
 			return j, true
 		case Hardlink:
@@ -507,18 +532,12 @@ func (s *scanner) fillLinks(want map[int]bool, got map[int][]byte) error {
 			continue
 		}
 		content, ok := got[j]
-		if !ok || s.entries[j].Digest != digestOf(content) {
-			return fmt.Errorf("second pass did not find the content of %q", s.entries[j].Path)
+		if !ok || s.entries[j].digest != sha256.Sum256(content) {
+			return fmt.Errorf("second pass did not find the content of %q", s.str(s.entries[j].path))
 		}
-		s.entries[i].content = content
+		s.content[i] = content
 	}
 	return nil
-}
-
-// digestOf returns "sha256:<hex>" of b.
-func digestOf(b []byte) string {
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // entryPath cleans a tar entry name into a path relative to the root.
