@@ -58,6 +58,9 @@ func (r *renderer) locate(e *Entry, owned map[string]occupant) {
 	if rp != e.Path {
 		e.ResolvedPath = rp
 	}
+	if rp == machineconfig.ForceFile && e.Type != manifest.Absent {
+		r.fail(r.sourceOf(e.Source), "%s lands at %s, which would make the machine-config-daemon skip validation", e.Path, rp)
+	}
 	if o, ok := owned[rp]; ok && (o.typ != manifest.Directory || e.Type != manifest.Directory) {
 		r.fail(r.sourceOf(e.Source), "%s and %s (%s: %s) are the same path %s in the root", e.Path, o.path, o.src.MachineConfig, o.src.Field, rp)
 		return

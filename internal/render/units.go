@@ -70,26 +70,48 @@ func templateOf(name string) (tmpl, instance string, ok bool) {
 	return name[:at+1] + name[dot:], name[at+1 : dot], true
 }
 
-// unitFile finds the file systemctl would use for name: the
-// MachineConfig's contents first (written to UnitDir), then the root's
-// unit search path; an instance falls back to its template.
+// unitFile finds the file systemctl would use for name (see FindUnitFile).
 func (r *renderer) unitFile(name string) (contents []byte, at string, ok bool) {
+	return FindUnitFile(r.root, r.m.Units, name)
+}
+
+// FindUnitFile finds the file systemctl would use for the unit name: the
+// contents a MachineConfig unit gives (written to UnitDir) first, then the
+// root's unit search path (root may be nil); an instance falls back to its
+// template. It returns the contents and the path the file is at.
+func FindUnitFile(root Root, units []machineconfig.Unit, name string) (contents []byte, at string, ok bool) {
 	candidates := []string{name}
 	if tmpl, inst, isT := templateOf(name); isT && inst != "" {
 		candidates = append(candidates, tmpl)
 	}
 	for _, n := range candidates {
-		if u, ok := r.mcUnits[n]; ok && u.Contents != nil {
-			return []byte(*u.Contents), path.Join(UnitDir, n), true
+		for _, u := range units {
+			if u.Name == n && HasContent(u.Contents) {
+				return []byte(*u.Contents), path.Join(UnitDir, n), true
+			}
+		}
+		if root == nil {
+			continue
 		}
 		for _, dir := range unitSearchPath {
 			p := path.Join(dir, n)
-			if b, err := r.root.ReadFile(p); err == nil {
+			if b, err := root.ReadFile(p); err == nil {
 				return b, p, true
 			}
 		}
 	}
 	return nil, "", false
+}
+
+// Installs reports whether a unit file's [Install] section makes
+// `systemctl enable` do something. A file that does not parse counts as
+// installing (rendering reports its parse error).
+func Installs(contents []byte) bool {
+	in, err := parseInstall(contents)
+	if err != nil {
+		return true
+	}
+	return len(in.wantedBy)+len(in.requiredBy)+len(in.alias)+len(in.also) > 0
 }
 
 // links returns the symlinks `systemctl enable name` creates, keyed by
@@ -134,20 +156,32 @@ func (r *renderer) units() {
 	}
 }
 
-// unitFiles writes drop-ins, the unit file and the mask, as the MCD does.
+// HasContent reports whether a unit or drop-in has contents the MCD
+// writes: it skips nil and empty ones alike.
+func HasContent(c *string) bool { return c != nil && *c != "" }
+
+// unitFiles writes drop-ins, the unit file and the mask, as the MCD does
+// (pkg/daemon/file_writers.go): a drop-in without contents is not written
+// and removed when the root has it; a unit without contents keeps the
+// root's unit file.
 func (r *renderer) unitFiles(u machineconfig.Unit) {
 	base := u.Source.Field
 	for _, d := range u.Dropins {
-		if d.Contents == nil {
+		p := path.Join(UnitDir, u.Name+".d", d.Name)
+		src := at(u.Source, base+".dropins["+d.Name+"]")
+		if !HasContent(d.Contents) {
+			if _, ok := r.root.Lstat(p); ok {
+				r.addAbsent(p, src)
+			}
 			continue
 		}
-		r.addFile(path.Join(UnitDir, u.Name+".d", d.Name), []byte(*d.Contents), 0o644, 0, 0, at(u.Source, base+".dropins["+d.Name+"]"))
+		r.addFile(p, []byte(*d.Contents), 0o644, 0, 0, src)
 	}
 	if u.Mask != nil && *u.Mask {
 		r.addLink(path.Join(UnitDir, u.Name), "/dev/null", at(u.Source, base+".mask"))
 		return
 	}
-	if u.Contents != nil {
+	if HasContent(u.Contents) {
 		r.addFile(path.Join(UnitDir, u.Name), []byte(*u.Contents), 0o644, 0, 0, at(u.Source, base+".contents"))
 	}
 }
@@ -156,6 +190,9 @@ func (r *renderer) enablement(u machineconfig.Unit) {
 	src := at(u.Source, u.Source.Field+".enabled")
 	switch {
 	case u.Mask != nil && *u.Mask:
+		if u.Enabled != nil && !*u.Enabled {
+			r.disable(u.Name, src) // the MCD still runs systemctl disable
+		}
 		r.recordUnit(u.Name, Masked, at(u.Source, u.Source.Field+".mask"))
 	case u.Enabled != nil && *u.Enabled:
 		r.enable(u.Name, src, map[string]bool{})

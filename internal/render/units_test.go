@@ -220,3 +220,56 @@ func TestEnableRefusesToReplaceAMask(t *testing.T) {
 		t.Fatalf("Render = %v, want an error containing %q", err, want)
 	}
 }
+
+// TestEmptyContentsAreNotWritten: the MCD skips drop-ins and unit files
+// whose contents are empty (and deletes such a drop-in when it exists), so
+// the rendering must too; an empty unit keeps the root's unit file for
+// enablement. A masked unit with enabled: false is still disabled.
+func TestEmptyContentsAreNotWritten(t *testing.T) {
+	root := makeRoot(t, map[string]string{
+		"usr/lib/systemd/system/crio.service":                    "[Service]\nExecStart=/usr/bin/crio\n[Install]\nWantedBy=multi-user.target\n",
+		"usr/lib/systemd/system/foo.service":                     "[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n",
+		"etc/systemd/system/crio.service.d/10-old.conf":          "[Service]\nEnvironment=OLD=1\n",
+		"etc/systemd/system/multi-user.target.wants/foo.service": "-> /usr/lib/systemd/system/foo.service",
+	})
+	res, err := renderDocs(t, root, mcDoc("99-empty", `"systemd":{"units":[`+
+		`{"name":"crio.service","enabled":true,"contents":"","dropins":[{"name":"10-old.conf","contents":""},{"name":"20-none.conf"},{"name":"30-new.conf","contents":"[Service]\n"}]},`+
+		`{"name":"foo.service","mask":true,"enabled":false}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]manifest.Type{}
+	for _, e := range res.Entries {
+		got[e.Path] = e.Type
+	}
+	want := map[string]manifest.Type{
+		"/etc/systemd/system/crio.service.d/10-old.conf":           manifest.Absent,
+		"/etc/systemd/system/crio.service.d/30-new.conf":           manifest.File,
+		"/etc/systemd/system/multi-user.target.wants/crio.service": manifest.Symlink,
+		"/etc/systemd/system/foo.service":                          manifest.Symlink,
+		"/etc/systemd/system/multi-user.target.wants/foo.service":  manifest.Absent,
+	}
+	for p, typ := range want {
+		if got[p] != typ {
+			t.Errorf("entry %s = %q, want %q", p, got[p], typ)
+		}
+	}
+	for _, p := range []string{"/etc/systemd/system/crio.service", "/etc/systemd/system/crio.service.d/20-none.conf"} {
+		if _, ok := got[p]; ok {
+			t.Errorf("entry %s rendered; the MCD does not write empty contents", p)
+		}
+	}
+	if e := pick(res, "/etc/systemd/system/multi-user.target.wants/crio.service")["/etc/systemd/system/multi-user.target.wants/crio.service"]; e.Target != "/usr/lib/systemd/system/crio.service" {
+		t.Errorf("crio.service enablement target = %q, want the root's unit file", e.Target)
+	}
+}
+
+// TestForceFileThroughVarRun: /var/run/machine-config-daemon-force lands
+// on the force file on RHCOS (var/run -> ../run) and is refused there.
+func TestForceFileThroughVarRun(t *testing.T) {
+	root := makeRoot(t, map[string]string{"var/run": "-> ../run", "run/": ""})
+	_, err := renderDocs(t, root, mcDoc("99-force", `"storage":{"files":[{"path":"/var/run/machine-config-daemon-force","contents":{"source":"data:,"}}]}`))
+	if err == nil || !strings.Contains(err.Error(), "lands at /run/machine-config-daemon-force") {
+		t.Fatalf("Render = %v, want the force-file refusal", err)
+	}
+}

@@ -19,6 +19,7 @@ var rhcosLinks = map[string]string{
 	"/root":      "var/roothome",
 	"/srv":       "var/srv",
 	"/mnt":       "var/mnt",
+	"/var/run":   "../run",
 }
 
 // rhcosRoot is the render.Root used without --base: an image that has

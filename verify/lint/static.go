@@ -6,8 +6,6 @@ import (
 	"path"
 	"strings"
 
-	"github.com/coreos/go-systemd/v22/unit"
-
 	"github.com/mcbake/mcbake/internal/base"
 	"github.com/mcbake/mcbake/internal/baseindex"
 	"github.com/mcbake/mcbake/internal/machineconfig"
@@ -58,11 +56,11 @@ func (c *checker) clashes() {
 		switch {
 		case u.Mask != nil && *u.Mask:
 			c.clash(unitPath, false, "mask link", at(u.Source, ".mask"))
-		case u.Contents != nil:
+		case render.HasContent(u.Contents):
 			c.clash(unitPath, false, "unit file", at(u.Source, ".contents"))
 		}
 		for _, d := range u.Dropins {
-			if d.Contents != nil && !strings.ContainsAny(d.Name, "/\x00") {
+			if render.HasContent(d.Contents) && !strings.ContainsAny(d.Name, "/\x00") {
 				c.clash(path.Join(unitPath+".d", d.Name), false, "drop-in", at(u.Source, ".dropins["+d.Name+"]"))
 			}
 		}
@@ -130,9 +128,6 @@ func readIDs(root render.Root, file string) map[string]bool {
 	return names
 }
 
-// unitSearchPath is where systemctl looks for unit files, in order.
-var unitSearchPath = []string{render.UnitDir, "/run/systemd/system", "/usr/local/lib/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system"}
-
 // units checks unit enablement and drop-ins (MCB010, MCB013).
 func (c *checker) units() {
 	for _, u := range c.merged.Units {
@@ -142,7 +137,7 @@ func (c *checker) units() {
 		enabled := u.Enabled != nil && *u.Enabled
 		contents, found := c.unitFile(u.Name)
 		switch {
-		case found && enabled && !installs(contents):
+		case found && enabled && !render.Installs(contents):
 			c.add(RuleEnabledNoInstall, at(u.Source, ".enabled"), path.Join(render.UnitDir, u.Name),
 				"unit %s has enabled: true but no [Install] section naming WantedBy=, RequiredBy=, Alias= or Also=: systemctl enable creates no symlink", u.Name)
 		case !found && c.base != nil && (enabled || hasDropins(u)):
@@ -158,65 +153,20 @@ func (c *checker) units() {
 
 func hasDropins(u machineconfig.Unit) bool {
 	for _, d := range u.Dropins {
-		if d.Contents != nil {
+		if render.HasContent(d.Contents) {
 			return true
 		}
 	}
 	return false
 }
 
-// unitFile finds the unit file systemctl would use: a MachineConfig's
-// contents first, then (with --base) the base's unit search path; an
-// instance falls back to its template.
+// unitFile finds the unit file systemctl would use, in the base only
+// with --base.
 func (c *checker) unitFile(name string) ([]byte, bool) {
-	candidates := []string{name}
-	if tmpl, ok := templateOf(name); ok && tmpl != name {
-		candidates = append(candidates, tmpl)
+	var root render.Root
+	if c.base != nil {
+		root = c.root
 	}
-	for _, n := range candidates {
-		for _, u := range c.merged.Units {
-			if u.Name == n && u.Contents != nil {
-				return []byte(*u.Contents), true
-			}
-		}
-		if c.base == nil {
-			continue
-		}
-		for _, dir := range unitSearchPath {
-			if b, err := c.root.ReadFile(path.Join(dir, n)); err == nil {
-				return b, true
-			}
-		}
-	}
-	return nil, false
-}
-
-// templateOf returns "foo@.service" for "foo@bar.service".
-func templateOf(name string) (string, bool) {
-	at := strings.Index(name, "@")
-	dot := strings.LastIndex(name, ".")
-	if at < 0 || dot < at {
-		return "", false
-	}
-	return name[:at+1] + name[dot:], true
-}
-
-// installs reports whether a unit file's [Install] section makes
-// systemctl enable do something. A file that does not parse counts as
-// installing (its parse error is the render's to report).
-func installs(contents []byte) bool {
-	opts, err := unit.DeserializeOptions(bytes.NewReader(contents))
-	if err != nil {
-		return true
-	}
-	for _, o := range opts {
-		if o.Section != "Install" || strings.TrimSpace(o.Value) == "" {
-			continue
-		}
-		switch o.Name {
-		case "WantedBy", "RequiredBy", "Alias", "Also":
-			return true
-		}
-	}
-	return false
+	contents, _, ok := render.FindUnitFile(root, c.merged.Units, name)
+	return contents, ok
 }
