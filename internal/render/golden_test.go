@@ -113,9 +113,16 @@ func checkCoverage(t *testing.T, mc *machineconfig.MachineConfig, m *manifest.Ma
 	for _, u := range ign.Systemd.Units {
 		field := "spec.config.systemd.units[" + u.Name + "]"
 		for _, d := range u.Dropins {
-			wantType(path.Join(UnitDir, u.Name+".d", d.Name), manifest.File, field+".dropins["+d.Name+"]")
+			p := path.Join(UnitDir, u.Name+".d", d.Name)
+			if !HasContent(d.Contents) {
+				if _, ok := byPath[p]; ok {
+					t.Errorf("manifest has the empty drop-in %s, which the MCD does not write", p)
+				}
+				continue
+			}
+			wantType(p, manifest.File, field+".dropins["+d.Name+"]")
 		}
-		if u.Contents != nil {
+		if HasContent(u.Contents) {
 			wantType(path.Join(UnitDir, u.Name), manifest.File, field+".contents")
 		}
 	}
