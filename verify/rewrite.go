@@ -84,6 +84,12 @@ func planned(p *Plan, res *render.Result) ([]render.Entry, error) {
 			lines = append(lines, fmt.Sprintf("plan: %s: not defined by the given MachineConfigs (%s %s)", pe.MachineConfigPath(), pe.Source.MachineConfig, pe.Source.Field))
 			continue
 		}
+		// The plan may only name where the MachineConfigs put the path:
+		// as asked, or as resolved on this root (writes resolve in root).
+		if pe.Path != e.Path && pe.Path != e.Where() {
+			lines = append(lines, fmt.Sprintf("plan: %s: the MachineConfigs put this path at %s on this root, not at %s", pe.MachineConfigPath(), e.Where(), pe.Path))
+			continue
+		}
 		if d := planDiff(pe, e.Entry); d != "" {
 			lines = append(lines, fmt.Sprintf("plan: %s: the plan's %s does not match the MachineConfigs (%s %s)", pe.MachineConfigPath(), d, e.Source.MachineConfig, e.Source.Field))
 			continue
@@ -110,7 +116,9 @@ func implied(pe PlanEntry, res *render.Result) (render.Entry, bool) {
 // MachineConfigs disable or mask that unit (the rendering lists the
 // removal only while the node still has the link).
 func impliedAbsent(pe PlanEntry, res *render.Result) (render.Entry, bool) {
-	if pe.Type != manifest.Absent {
+	dir := path.Dir(pe.Path)
+	if pe.Type != manifest.Absent || pe.RequestedPath != "" || path.Dir(dir) != render.UnitDir ||
+		!(strings.HasSuffix(dir, ".wants") || strings.HasSuffix(dir, ".requires")) {
 		return render.Entry{}, false
 	}
 	name := path.Base(pe.Path)
@@ -129,10 +137,9 @@ func impliedParent(pe PlanEntry, res *render.Result) (render.Entry, bool) {
 	if pe.Type != manifest.Directory || pe.Mode != 0o755 || pe.UID != 0 || pe.GID != 0 {
 		return render.Entry{}, false
 	}
-	dir := pe.MachineConfigPath()
 	for _, e := range res.Entries {
-		if strings.HasPrefix(e.Path, dir+"/") {
-			return render.Entry{Entry: manifest.Entry{Path: dir, Type: manifest.Directory, Mode: 0o755, Source: pe.Source}}, true
+		if strings.HasPrefix(e.Path, pe.MachineConfigPath()+"/") && strings.HasPrefix(e.Where(), pe.Path+"/") {
+			return render.Entry{Entry: manifest.Entry{Path: pe.MachineConfigPath(), ResolvedPath: pe.Path, Type: manifest.Directory, Mode: 0o755, Source: pe.Source}}, true
 		}
 	}
 	return render.Entry{}, false

@@ -275,6 +275,8 @@ func TestRewriteRefuses(t *testing.T) {
 		{name: "missing path", change: addEntry(PlanEntry{Path: "/etc/mcbake/zz-other.conf", Type: manifest.File, Mode: 0o644, Digest: sha("x")}), want: "not defined by the given MachineConfigs", mismatch: true},
 		{name: "absent link of a unit not disabled", change: addEntry(PlanEntry{Path: "/etc/systemd/system/zz.target.wants/bar.service", Type: manifest.Absent}), want: "not defined", mismatch: true},
 		{name: "parent directory not 0755", change: addEntry(PlanEntry{Path: "/etc/systemd", Type: manifest.Directory, Mode: 0o700}), want: "not defined", mismatch: true},
+		{name: "content written elsewhere", change: setEntry("/etc/mcbake/owner.conf", func(pe *PlanEntry) { pe.Path, pe.RequestedPath = "/etc/passwd", "/etc/mcbake/owner.conf" }), want: "the MachineConfigs put this path at /etc/mcbake/owner.conf on this root, not at /etc/passwd", mismatch: true},
+		{name: "removal outside the enablement dirs", change: addEntry(PlanEntry{Path: "/etc/ssh/foo.service", Type: manifest.Absent}), want: "not defined", mismatch: true},
 		{name: "stored config", change: addEntry(PlanEntry{Path: render.CurrentConfig, Type: manifest.File, Mode: 0o644, Digest: sha("{}")}), want: "refusing to rewrite it", mismatch: true},
 		{name: "path outside /etc", change: addEntry(PlanEntry{Path: "/usr/bin/zz", Type: manifest.File, Mode: 0o755, Digest: sha("x")}), want: "only paths below /etc"},
 		{name: "unclean path", change: addEntry(PlanEntry{Path: "/etc/mcbake/../../usr/zz", Type: manifest.Directory, Mode: 0o755}), want: "not absolute and clean"},
