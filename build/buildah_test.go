@@ -849,11 +849,6 @@ func TestWriteContextErrors(t *testing.T) {
 		name, storage, appendFile, want string
 	}{
 		{
-			name:    "hard link to a base file",
-			storage: `{"links": [{"path": "/etc/passwd.link", "target": "/etc/passwd", "hard": true}]}`,
-			want:    "/etc/passwd.link: a Containerfile cannot make a hard link to /etc/passwd, which only the base has",
-		},
-		{
 			name: "hard link to a file not root's",
 			storage: `{"files": [{"path": "/etc/a", "user": {"name": "core"}, "contents": {"source": "data:,a"}}],
 			  "links": [{"path": "/etc/b", "target": "/etc/a", "hard": true}]}`,

@@ -23,6 +23,7 @@ func (r *renderer) place() {
 	for i := range r.entries {
 		r.locate(&r.entries[i], owned)
 	}
+	r.linkTargets()
 	dirOK := map[string]bool{}
 	var parents []Entry
 	for _, e := range r.entries {
@@ -32,6 +33,32 @@ func (r *renderer) place() {
 		parents = append(parents, r.parents(e, owned, dirOK)...)
 	}
 	r.entries = append(r.entries, parents...)
+}
+
+// linkTargets points every hard link at the rendered file it names, at
+// that file's resolved path, and gives it the file's metadata: a hard link
+// is the same inode, and a layer's link entry must name the path its
+// target was written at. A hard link to a file the MachineConfigs do not
+// write cannot be expressed in a layer and is refused.
+func (r *renderer) linkTargets() {
+	files := map[string]*Entry{}
+	for i := range r.entries {
+		if e := &r.entries[i]; e.Type == manifest.File {
+			files[e.Path] = e
+		}
+	}
+	for i := range r.entries {
+		e := &r.entries[i]
+		if e.Type != manifest.Hardlink {
+			continue
+		}
+		f, ok := files[e.Target]
+		if !ok {
+			r.fail(r.sourceOf(e.Source), "hard link %s: target %s is not a file the MachineConfigs write", e.Path, e.Target)
+			continue
+		}
+		e.Target, e.Mode, e.UID, e.GID, e.Size, e.Digest = f.Where(), f.Mode, f.UID, f.GID, f.Size, f.Digest
+	}
 }
 
 // cleanAbs reports whether p is absolute and clean.

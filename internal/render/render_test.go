@@ -204,7 +204,7 @@ func TestRenderDirectoriesAndLinks(t *testing.T) {
 		"/etc/e":   {Path: "/etc/e", Type: manifest.Directory, Mode: 0o700, UID: 5, GID: 6, Source: src("00-d", "spec.config.storage.directories[1]")},
 		"/etc/l":   {Path: "/etc/l", Type: manifest.Symlink, Mode: 0o777, Target: "../usr/bin/x", Source: src("00-d", "spec.config.storage.links[0]")},
 		"/etc/abs": {Path: "/etc/abs", Type: manifest.Symlink, Mode: 0o777, Target: "/usr/bin/x", Source: src("00-d", "spec.config.storage.links[1]")},
-		"/etc/h":   {Path: "/etc/h", Type: manifest.Hardlink, Target: "/etc/f", Source: src("00-d", "spec.config.storage.links[2]")},
+		"/etc/h":   {Path: "/etc/h", Type: manifest.Hardlink, Target: "/etc/f", Mode: 0o644, Size: 1, Digest: digest("f"), Source: src("00-d", "spec.config.storage.links[2]")},
 	}
 	if diff := cmp.Diff(want, pick(res, keys(want)...)); diff != "" {
 		t.Errorf("Render() entries mismatch (-want +got):\n%s", diff)
@@ -483,5 +483,25 @@ func TestRenderLinkedParent(t *testing.T) {
 	want := "mc1.yaml: 01-b: spec.config.storage.files[0]: /etc/x/payload: parent /etc/x is a symlink (00-a: spec.config.storage.links[0]), not a directory"
 	if err == nil || err.Error() != want {
 		t.Errorf("Render() = %v, want %q", err, want)
+	}
+}
+
+// TestHardLinkTargets: a hard link takes its target's metadata and resolved
+// path (the same inode, where the layer wrote it); a link to a file the
+// MachineConfigs do not write cannot be put in a layer and is refused.
+func TestHardLinkTargets(t *testing.T) {
+	root := makeRoot(t, map[string]string{"usr/local": "-> ../var/usrlocal", "var/usrlocal/": "", "etc/hosts": "127.0.0.1 localhost\n"})
+	res, err := renderDocs(t, root, mcDoc("00-h", `"storage":{"files":[{"path":"/usr/local/bin/x","mode":488,"user":{"id":7},"contents":{"source":"data:,x"}}],`+
+		`"links":[{"path":"/usr/local/bin/y","target":"/usr/local/bin/x","hard":true}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := pick(res, "/usr/local/bin/y")["/usr/local/bin/y"]
+	if got.Target != "/var/usrlocal/bin/x" || got.Mode != 0o750 || got.UID != 7 || got.Digest != digest("x") {
+		t.Errorf("hard link = %+v, want target /var/usrlocal/bin/x with mode 0750, uid 7 and x's digest", got)
+	}
+	_, err = renderDocs(t, root, mcDoc("00-h", `"storage":{"links":[{"path":"/etc/h","target":"/etc/hosts","hard":true}]}`))
+	if err == nil || !strings.Contains(err.Error(), "target /etc/hosts is not a file the MachineConfigs write") {
+		t.Errorf("Render(hard link to a root file) = %v, want a refusal", err)
 	}
 }

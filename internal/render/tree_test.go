@@ -138,8 +138,7 @@ var treeDocs = []string{
 		`{"path":"/etc/wt/ro/inside","mode":292,"contents":{"source":"data:,ro"}},`+
 		`{"path":"/usr/local/bin/tool","mode":493,"contents":{"source":"data:,tool"}}],`+
 		`"directories":[{"path":"/etc/wt/ro","mode":365},{"path":"/etc/wt/private","mode":448,"user":{"name":"core"},"group":{"id":1000}}],`+
-		`"links":[{"path":"/etc/wt/l","target":"secret"},{"path":"/etc/wt/h","target":"/etc/wt/secret","hard":true},`+
-		`{"path":"/etc/wt/h2","target":"/etc/hosts","hard":true}]},`+
+		`"links":[{"path":"/etc/wt/l","target":"secret"},{"path":"/etc/wt/h","target":"/etc/wt/secret","hard":true}]},`+
 		`"passwd":{"users":[{"name":"core","sshAuthorizedKeys":["ssh-ed25519 AAAA k"]}]},`+
 		`"systemd":{"units":[{"name":"rootenabled.service","enabled":false},{"name":"w.service","enabled":true,"contents":"[Install]\nWantedBy=multi-user.target\n"}]}`),
 }
@@ -184,7 +183,7 @@ func TestWriteTree(t *testing.T) {
 	if diff := cmp.Diff(spot, gotSpot); diff != "" {
 		t.Errorf("WriteTree() rootfs spot checks mismatch (-want +got):\n%s", diff)
 	}
-	for _, p := range []string{"/etc/wt/h2", "/etc/systemd/system/multi-user.target.wants/rootenabled.service", "/usr/local"} {
+	for _, p := range []string{"/etc/systemd/system/multi-user.target.wants/rootenabled.service", "/usr/local"} {
 		if _, ok := got[p]; ok {
 			t.Errorf("WriteTree() wrote %s, want it absent", p)
 		}
