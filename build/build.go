@@ -108,7 +108,7 @@ func Prepare(b *base.Image, opts Options) (*Prepared, error) {
 		return nil, err
 	}
 	m := res.Manifest(merged.MachineConfigs)
-	m.Base = &manifest.Image{Reference: opts.Base, Digest: b.Digest().String()}
+	m.Base = &manifest.Image{Reference: portableName(opts.Base), Digest: b.Digest().String()}
 	for i := range m.Entries {
 		m.Entries[i].Base = base.State(&m.Entries[i], b.Index)
 	}
@@ -140,12 +140,18 @@ func (p *Prepared) Labels() map[string]string {
 	}
 }
 
-// Annotations are the manifest annotations a build sets.
+// Annotations are the manifest annotations a build sets. The base's name
+// is only recorded when it means the same on any machine (see
+// portableName): a local path would make the digest depend on where the
+// base was and leak it into the image.
 func (p *Prepared) Annotations() map[string]string {
-	return map[string]string{
+	a := map[string]string{
 		layered.AnnotationBaseDigest: p.BaseDigest,
-		layered.AnnotationBaseName:   p.BaseRef,
 	}
+	if name := portableName(p.BaseRef); name != "" {
+		a[layered.AnnotationBaseName] = name
+	}
+	return a
 }
 
 // extra returns the embedded manifest and the directories it needs that
@@ -166,6 +172,15 @@ func (p *Prepared) extra() []render.Entry {
 		Size: int64(len(p.ManifestJSON))}, Content: p.ManifestJSON})
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out
+}
+
+// portableName is ref as a name that means the same on any machine, or "".
+func portableName(ref string) string {
+	r, err := images.ParseReference(ref)
+	if err != nil {
+		return ""
+	}
+	return r.Name()
 }
 
 func mtime(t time.Time) time.Time {

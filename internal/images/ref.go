@@ -150,3 +150,17 @@ func (r Ref) withPath(p string) (types.ImageReference, error) {
 func (r Ref) absPath() (string, error) {
 	return filepath.Abs(r.path())
 }
+
+// Name returns the reference as an image name that means the same on any
+// machine: a registry reference without "docker://", a containers-storage
+// name, and "" for the local file transports (oci:, oci-archive:,
+// docker-archive:, dir:), whose paths are this machine's.
+func (r Ref) Name() string {
+	switch r.transport {
+	case transportDocker:
+		return strings.TrimPrefix(r.within, "//")
+	case transportStorage:
+		return r.within
+	}
+	return ""
+}
