@@ -8,6 +8,7 @@ package build
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -56,12 +57,12 @@ type Result struct {
 }
 
 // Image builds the layered image with the append engine.
-func Image(ctx context.Context, opts Options) (*Result, error) {
+func Image(ctx context.Context, opts Options) (_ *Result, err error) {
 	b, err := base.Open(ctx, opts.Base, opts.baseOptions())
 	if err != nil {
 		return nil, err
 	}
-	defer b.Close()
+	defer func() { err = errors.Join(err, b.Close()) }()
 	p, err := Prepare(b, opts)
 	if err != nil {
 		return nil, err
@@ -70,7 +71,7 @@ func Image(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(tmp)
+	defer func() { err = errors.Join(err, os.RemoveAll(tmp)) }()
 	lf, err := writeLayer(tmp, layerEntries(p.Rendered.Entries, p.extra(), mtime(opts.Timestamp)), opts.Compression)
 	if err != nil {
 		return nil, fmt.Errorf("writing the new layer: %w", err)

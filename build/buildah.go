@@ -10,6 +10,7 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
+	"github.com/mcbake/mcbake/internal/atomicdir"
 	"github.com/mcbake/mcbake/internal/base"
 	"github.com/mcbake/mcbake/internal/buildahengine"
 	"github.com/mcbake/mcbake/internal/layered"
@@ -25,7 +26,7 @@ import (
 // buildah's store is under opts.CacheDir (else $XDG_CACHE_HOME/mcbake)
 // unless opts.Images names a store or the base or the output is in
 // containers-storage, where the configured store is used.
-func Buildah(ctx context.Context, opts Options, containerfileAppend string) (*Result, error) {
+func Buildah(ctx context.Context, opts Options, containerfileAppend string) (_ *Result, err error) {
 	p, diffIDs, err := prepareBase(ctx, opts)
 	if err != nil {
 		return nil, err
@@ -34,7 +35,9 @@ func Buildah(ctx context.Context, opts Options, containerfileAppend string) (*Re
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(tmp)
+	// The context can hold directories without u+w (modes from the
+	// MachineConfigs or the base): RemoveTree removes them as non-root too.
+	defer func() { err = errors.Join(err, atomicdir.RemoveTree(tmp)) }()
 	dir := filepath.Join(tmp, "context")
 	if err := WriteContext(dir, p, containerfileAppend); err != nil {
 		return nil, fmt.Errorf("writing the build context: %w", err)

@@ -64,7 +64,7 @@ func WriteContext(dir string, p *Prepared, appendFile string) (err error) {
 	}
 	defer func() {
 		if err != nil {
-			err = errors.Join(err, os.RemoveAll(tmp))
+			err = errors.Join(err, atomicdir.RemoveTree(tmp))
 		}
 	}()
 	if err := writeContextFiles(tmp, p, plan, data); err != nil {
