@@ -26,7 +26,6 @@ type presetRule struct {
 // presets is the ordered rule list of a root's preset files.
 type presets struct {
 	rules []presetRule
-	found bool
 }
 
 func loadPresets(root Root) *presets {
@@ -46,7 +45,7 @@ func loadPresets(root Root) *presets {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	p := &presets{found: len(names) > 0}
+	p := &presets{}
 	for _, n := range names {
 		b, err := root.ReadFile(byName[n])
 		if err != nil {

@@ -64,10 +64,11 @@ func (res *Result) Manifest(mcs []*machineconfig.MachineConfig) *manifest.Manife
 // Render renders m against root (nil: an empty root, where nothing exists
 // and no owner name resolves). It reports every problem found, joined.
 func Render(m *machineconfig.Merged, root Root) (*Result, error) {
+	hasRoot := root != nil
 	if root == nil {
 		root = emptyRoot{}
 	}
-	r := &renderer{m: m, root: root, owners: newOwners(root), presets: loadPresets(root),
+	r := &renderer{m: m, root: root, hasRoot: hasRoot, owners: newOwners(root), presets: loadPresets(root),
 		mcUnits: map[string]machineconfig.Unit{}, also: map[string][]string{}, index: map[string]int{},
 		storage: map[string]machineconfig.Source{}}
 	for _, u := range m.Units {
@@ -92,6 +93,7 @@ func Render(m *machineconfig.Merged, root Root) (*Result, error) {
 type renderer struct {
 	m          *machineconfig.Merged
 	root       Root
+	hasRoot    bool // a root was given: presets decide units without enabled
 	owners     *owners
 	presets    *presets
 	mcUnits    map[string]machineconfig.Unit

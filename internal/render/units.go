@@ -200,7 +200,9 @@ func (r *renderer) enablement(u machineconfig.Unit) {
 	case u.Enabled != nil:
 		r.disable(u.Name, src)
 		r.recordUnit(u.Name, Disabled, src)
-	case r.presets.found:
+	case r.hasRoot:
+		// systemctl preset: the first matching rule decides; with no
+		// preset files at all, or no matching rule, it enables.
 		if r.presets.enabled(u.Name) {
 			r.enable(u.Name, src, map[string]bool{})
 			r.recordUnit(u.Name, Enabled, src)

@@ -183,8 +183,8 @@ func TestPresets(t *testing.T) {
 			t.Errorf("presets.enabled(%q) = %v, want %v", tt.unit, got, tt.want)
 		}
 	}
-	if p := loadPresets(emptyRoot{}); p.found {
-		t.Errorf("loadPresets(empty root).found = true, want false")
+	if p := loadPresets(emptyRoot{}); len(p.rules) != 0 || !p.enabled("any.service") {
+		t.Errorf("loadPresets(empty root) = %d rules, enabled(any) %v; want none, and enabled", len(p.rules), p.enabled("any.service"))
 	}
 }
 
@@ -271,5 +271,27 @@ func TestForceFileThroughVarRun(t *testing.T) {
 	_, err := renderDocs(t, root, mcDoc("99-force", `"storage":{"files":[{"path":"/var/run/machine-config-daemon-force","contents":{"source":"data:,"}}]}`))
 	if err == nil || !strings.Contains(err.Error(), "lands at /run/machine-config-daemon-force") {
 		t.Fatalf("Render = %v, want the force-file refusal", err)
+	}
+}
+
+// TestPresetWithoutPresetFiles: with a root that has no preset files,
+// systemctl preset enables (systemd.preset(5)); with no root at all the
+// decision is left as "preset".
+func TestPresetWithoutPresetFiles(t *testing.T) {
+	doc := mcDoc("99-p", `"systemd":{"units":[{"name":"p.service","contents":"[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n"}]}`)
+	res, err := renderDocs(t, makeRoot(t, map[string]string{"etc/": ""}), doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := "/etc/systemd/system/multi-user.target.wants/p.service"
+	if got := present(res, link); len(got) != 1 || res.Units[0].Enablement != Enabled {
+		t.Errorf("with a root and no presets: links %v, enablement %q; want %s and enabled", got, res.Units[0].Enablement, link)
+	}
+	res, err = renderDocs(t, nil, doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := present(res, link); len(got) != 0 || res.Units[0].Enablement != Preset {
+		t.Errorf("without a root: links %v, enablement %q; want none and preset", got, res.Units[0].Enablement)
 	}
 }
