@@ -126,10 +126,27 @@ func (r *renderer) installLinks(name string, src machineconfig.Source) (map[stri
 		r.fail(src, "parsing unit %s: %v", name, err)
 		return nil, false
 	}
+	r.also[name] = in.also
+	return installPaths(name, in, at), in.present
+}
+
+// linksOf returns the links the unit file contents (at path at) installs;
+// a file that does not parse installs none.
+func (r *renderer) linksOf(name string, contents []byte, at string) map[string]string {
+	in, err := parseInstall(contents)
+	if err != nil {
+		return nil
+	}
+	return installPaths(name, in, at)
+}
+
+// installPaths maps the link paths an [Install] section makes for name to
+// the unit file at.
+func installPaths(name string, in install, at string) map[string]string {
 	linkName := name
 	if tmpl, inst, isT := templateOf(name); isT && inst == "" {
 		if in.defaultInstance == "" {
-			return map[string]string{}, in.present
+			return map[string]string{}
 		}
 		linkName = strings.TrimSuffix(tmpl, path.Ext(tmpl)) + in.defaultInstance + path.Ext(tmpl)
 	}
@@ -143,8 +160,7 @@ func (r *renderer) installLinks(name string, src machineconfig.Source) (map[stri
 	for _, a := range in.alias {
 		out[path.Join(UnitDir, a)] = at
 	}
-	r.also[name] = in.also
-	return out, in.present
+	return out
 }
 
 func (r *renderer) units() {
@@ -182,6 +198,10 @@ func (r *renderer) unitFiles(u machineconfig.Unit) {
 		return
 	}
 	if HasContent(u.Contents) {
+		// The MCD disables an enabled unit before rewriting it
+		// (OCPBUGS-33694): links its old [Install] made go; enablement
+		// below puts back those the new contents name.
+		r.disable(u.Name, at(u.Source, base+".contents"))
 		r.addFile(path.Join(UnitDir, u.Name), []byte(*u.Contents), 0o644, 0, 0, at(u.Source, base+".contents"))
 	}
 }
@@ -244,8 +264,9 @@ func (r *renderer) unitWritten(p string) bool {
 	if !ok {
 		return false
 	}
-	f := r.entries[i].Source.Field
-	return strings.HasSuffix(f, ".mask") || strings.HasSuffix(f, ".contents")
+	e := r.entries[i]
+	f := e.Source.Field
+	return e.Type != manifest.Absent && (strings.HasSuffix(f, ".mask") || strings.HasSuffix(f, ".contents"))
 }
 
 // disable removes, as `systemctl disable` does, every enablement link of
@@ -255,6 +276,13 @@ func (r *renderer) disable(name string, src machineconfig.Source) {
 	candidates, _ := r.installLinks(name, src)
 	if candidates == nil {
 		candidates = map[string]string{}
+	}
+	// The unit file the root has may install links the MachineConfig's
+	// contents no longer name; systemctl disable removes those too.
+	if contents, at, ok := FindUnitFile(r.root, nil, name); ok {
+		for l, t := range r.linksOf(name, contents, at) {
+			candidates[l] = t
+		}
 	}
 	for _, dir := range r.root.ReadDir(UnitDir) {
 		if strings.HasSuffix(dir, ".wants") || strings.HasSuffix(dir, ".requires") {

@@ -295,3 +295,25 @@ func TestPresetWithoutPresetFiles(t *testing.T) {
 		t.Errorf("without a root: links %v, enablement %q; want none and preset", got, res.Units[0].Enablement)
 	}
 }
+
+// TestRewrittenUnitIsDisabledFirst: the MCD disables an enabled unit before
+// rewriting its file (OCPBUGS-33694), so links only the old [Install] made
+// are removed and the new contents' links are created.
+func TestRewrittenUnitIsDisabledFirst(t *testing.T) {
+	root := makeRoot(t, map[string]string{
+		"usr/lib/systemd/system/foo.service":                     "[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n",
+		"etc/systemd/system/multi-user.target.wants/foo.service": "-> /usr/lib/systemd/system/foo.service",
+	})
+	res, err := renderDocs(t, root, mcDoc("99-rewrite", `"systemd":{"units":[{"name":"foo.service","enabled":true,`+
+		`"contents":"[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=basic.target\n"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := pick(res, "/etc/systemd/system/multi-user.target.wants/foo.service", "/etc/systemd/system/basic.target.wants/foo.service")
+	if e := got["/etc/systemd/system/multi-user.target.wants/foo.service"]; e.Type != manifest.Absent {
+		t.Errorf("old link = %+v, want absent", e)
+	}
+	if e := got["/etc/systemd/system/basic.target.wants/foo.service"]; e.Type != manifest.Symlink || e.Target != "/etc/systemd/system/foo.service" {
+		t.Errorf("new link = %+v, want a symlink to /etc/systemd/system/foo.service", e)
+	}
+}
