@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	v35 "github.com/coreos/ignition/v2/config/v3_5"
 	"github.com/coreos/ignition/v2/config/v3_5/types"
 )
 
@@ -40,7 +41,40 @@ type Link struct {
 // Unit is a systemd unit and where it came from.
 type Unit struct {
 	types.Unit
-	Source Source
+	// Source is the last MachineConfig that defines the unit; Sources
+	// says which one set each part ("contents", "enabled", "mask",
+	// "dropins[NAME]") when several did (see SourceOf).
+	Source  Source
+	Sources map[string]Source
+}
+
+// SourceOf returns where part of the unit ("contents", "enabled", "mask",
+// "dropins[NAME]") came from, with the part's full field path.
+func (u Unit) SourceOf(part string) Source {
+	s, ok := u.Sources[part]
+	if !ok {
+		s = u.Source
+	}
+	s.Field = u.Source.Field + "." + part
+	return s
+}
+
+// unitParts lists the parts of u that are set.
+func unitParts(u types.Unit) []string {
+	var parts []string
+	if u.Contents != nil {
+		parts = append(parts, "contents")
+	}
+	if u.Enabled != nil {
+		parts = append(parts, "enabled")
+	}
+	if u.Mask != nil {
+		parts = append(parts, "mask")
+	}
+	for _, d := range u.Dropins {
+		parts = append(parts, "dropins["+d.Name+"]")
+	}
+	return parts
 }
 
 // SSHKey is one of core's authorized keys and where it came from.
@@ -84,18 +118,21 @@ type Merged struct {
 	Conflicts                      []Conflict
 }
 
-// Merge merges MachineConfigs like the MCO: sorted by name; a later file,
-// directory or link path, or unit name, replaces an earlier one (the
-// replacement is kept as a Conflict); kernel arguments concatenate;
-// extensions union; core's SSH keys union in order.
+// Merge merges MachineConfigs like the MCO's MergeMachineConfigs: sorted
+// by name, each merged into the result with Ignition's own merge
+// (config/v3_5.Merge): a later file, directory or link with the same path,
+// or unit with the same name, overrides the fields it sets and keeps the
+// others (a unit's drop-ins merge by name); every such redefinition is
+// kept as a Conflict. Kernel arguments concatenate; extensions union;
+// core's SSH keys union in order.
 func Merge(mcs []*MachineConfig) *Merged {
 	sorted := append([]*MachineConfig(nil), mcs...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 	m := &Merged{MachineConfigs: sorted, Name: mergedName(sorted)}
-	files := newKeyed[File]("file")
-	dirs := newKeyed[Directory]("directory")
-	links := newKeyed[Link]("link")
-	units := newKeyed[Unit]("unit")
+	files := newKeyed("file", mergeFile)
+	dirs := newKeyed("directory", mergeDirectory)
+	links := newKeyed("link", mergeLink)
+	units := newKeyed("unit", mergeUnit)
 	seenExt := map[string]bool{}
 	seenKey := map[string]bool{}
 	for _, mc := range sorted {
@@ -111,7 +148,12 @@ func Merge(mcs []*MachineConfig) *Merged {
 			links.put(l.Path, Link{Link: l, Source: src(fmt.Sprintf("spec.config.storage.links[%d]", i))}, l)
 		}
 		for _, u := range mc.Ignition.Systemd.Units {
-			units.put(u.Name, Unit{Unit: u, Source: src(fmt.Sprintf("spec.config.systemd.units[%s]", u.Name))}, u)
+			us := src(fmt.Sprintf("spec.config.systemd.units[%s]", u.Name))
+			parts := map[string]Source{}
+			for _, p := range unitParts(u) {
+				parts[p] = us
+			}
+			units.put(u.Name, Unit{Unit: u, Source: us, Sources: parts}, u)
 		}
 		for i, u := range mc.Ignition.Passwd.Users {
 			if u.Name != "core" {
@@ -154,17 +196,19 @@ func Merge(mcs []*MachineConfig) *Merged {
 	return m
 }
 
-// keyed keeps items in first-definition order, replacing by key.
+// keyed keeps items in first-definition order, merging a later item with
+// the same key into the earlier one.
 type keyed[T any] struct {
 	kind      string
+	merge     func(old, new T) T
 	index     map[string]int
 	raw       []any
 	items     []T
 	conflicts []Conflict
 }
 
-func newKeyed[T any](kind string) *keyed[T] {
-	return &keyed[T]{kind: kind, index: map[string]int{}}
+func newKeyed[T any](kind string, merge func(old, new T) T) *keyed[T] {
+	return &keyed[T]{kind: kind, merge: merge, index: map[string]int{}}
 }
 
 func (k *keyed[T]) put(key string, item T, raw any) {
@@ -182,8 +226,37 @@ func (k *keyed[T]) put(key string, item T, raw any) {
 		Loser:     sourceOf(k.items[i]),
 		Identical: reflect.DeepEqual(k.raw[i], raw),
 	})
-	k.items[i] = item
+	k.items[i] = k.merge(k.items[i], item)
 	k.raw[i] = raw
+}
+
+// The merge functions apply Ignition's merge (what the MCO runs) to one
+// item; the result's source is the later MachineConfig.
+func mergeFile(old, new File) File {
+	c := v35.Merge(types.Config{Storage: types.Storage{Files: []types.File{old.File}}}, types.Config{Storage: types.Storage{Files: []types.File{new.File}}})
+	return File{File: c.Storage.Files[0], Source: new.Source}
+}
+
+func mergeDirectory(old, new Directory) Directory {
+	c := v35.Merge(types.Config{Storage: types.Storage{Directories: []types.Directory{old.Directory}}}, types.Config{Storage: types.Storage{Directories: []types.Directory{new.Directory}}})
+	return Directory{Directory: c.Storage.Directories[0], Source: new.Source}
+}
+
+func mergeLink(old, new Link) Link {
+	c := v35.Merge(types.Config{Storage: types.Storage{Links: []types.Link{old.Link}}}, types.Config{Storage: types.Storage{Links: []types.Link{new.Link}}})
+	return Link{Link: c.Storage.Links[0], Source: new.Source}
+}
+
+func mergeUnit(old, new Unit) Unit {
+	c := v35.Merge(types.Config{Systemd: types.Systemd{Units: []types.Unit{old.Unit}}}, types.Config{Systemd: types.Systemd{Units: []types.Unit{new.Unit}}})
+	parts := map[string]Source{}
+	for p, s := range old.Sources {
+		parts[p] = s
+	}
+	for p, s := range new.Sources {
+		parts[p] = s
+	}
+	return Unit{Unit: c.Systemd.Units[0], Source: new.Source, Sources: parts}
 }
 
 func sourceOf(item any) Source {

@@ -122,8 +122,16 @@ func TestMerge(t *testing.T) {
 	if diff := cmp.Diff(wantRest, rest); diff != "" {
 		t.Errorf("Merge() directories, links and units mismatch (-want +got):\n%s", diff)
 	}
-	if m.Units[0].Mask == nil || !*m.Units[0].Mask || m.Units[0].Contents != nil {
-		t.Errorf("Merge().Units[0] = %+v, want 99-b's masked unit replacing 00-a's", m.Units[0].Unit)
+	// Ignition's merge, as the MCO runs it: 99-b's mask is added to
+	// 00-a's contents and enablement, and each part keeps its source.
+	u := m.Units[0]
+	if u.Mask == nil || !*u.Mask || u.Contents == nil || *u.Contents != "[Unit]\n" || u.Enabled == nil || !*u.Enabled {
+		t.Errorf("Merge().Units[0] = %+v, want 00-a's contents and enabled with 99-b's mask", u.Unit)
+	}
+	for part, want := range map[string]string{"contents": "00-a", "enabled": "00-a", "mask": "99-b"} {
+		if got := u.SourceOf(part); got.MachineConfig != want || got.Field != "spec.config.systemd.units[u.service]."+part {
+			t.Errorf("Units[0].SourceOf(%q) = %+v, want %s's spec.config.systemd.units[u.service].%s", part, got, want, part)
+		}
 	}
 
 	src := func(file, mc, field string) Source { return Source{File: file, MachineConfig: mc, Field: field} }
@@ -213,5 +221,39 @@ func TestMergedJSON(t *testing.T) {
 	again, err := m.JSON()
 	if err != nil || string(again) != string(b) {
 		t.Errorf("Merged.JSON() is not deterministic: %v", err)
+	}
+}
+
+// TestMergeAddsADropInToAnotherMCsUnit is the common case the MCO's merge
+// exists for: a later MachineConfig adds a drop-in to a unit an earlier
+// one defines, and the unit keeps its contents and enablement.
+func TestMergeAddsADropInToAnotherMCsUnit(t *testing.T) {
+	worker := parseOne(t, "worker.yaml", `kind: MachineConfig
+metadata: {name: 00-worker}
+spec:
+  config:
+    ignition: {version: 3.5.0}
+    systemd: {units: [{name: kubelet.service, enabled: true, contents: "[Service]\nExecStart=/usr/bin/kubelet\n"}]}
+`)
+	extra := parseOne(t, "extra.yaml", `kind: MachineConfig
+metadata: {name: 99-extra}
+spec:
+  config:
+    ignition: {version: 3.5.0}
+    systemd: {units: [{name: kubelet.service, dropins: [{name: 20-logging.conf, contents: "[Service]\nEnvironment=V=4\n"}]}]}
+`)
+	m := Merge([]*MachineConfig{extra, worker})
+	if len(m.Units) != 1 {
+		t.Fatalf("Merge() = %d units, want 1", len(m.Units))
+	}
+	u := m.Units[0]
+	if u.Contents == nil || u.Enabled == nil || !*u.Enabled || len(u.Dropins) != 1 {
+		t.Fatalf("merged kubelet.service = %+v, want 00-worker's contents and enablement plus 99-extra's drop-in", u.Unit)
+	}
+	if got := u.SourceOf("contents").MachineConfig; got != "00-worker" {
+		t.Errorf("contents from %s, want 00-worker", got)
+	}
+	if got := u.SourceOf("dropins[20-logging.conf]"); got.MachineConfig != "99-extra" || got.File != "extra.yaml" {
+		t.Errorf("drop-in from %+v, want 99-extra in extra.yaml", got)
 	}
 }

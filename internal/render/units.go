@@ -181,10 +181,9 @@ func HasContent(c *string) bool { return c != nil && *c != "" }
 // and removed when the root has it; a unit without contents keeps the
 // root's unit file.
 func (r *renderer) unitFiles(u machineconfig.Unit) {
-	base := u.Source.Field
 	for _, d := range u.Dropins {
 		p := path.Join(UnitDir, u.Name+".d", d.Name)
-		src := at(u.Source, base+".dropins["+d.Name+"]")
+		src := u.SourceOf("dropins[" + d.Name + "]")
 		if !HasContent(d.Contents) {
 			if _, ok := r.root.Lstat(p); ok {
 				r.addAbsent(p, src)
@@ -194,26 +193,26 @@ func (r *renderer) unitFiles(u machineconfig.Unit) {
 		r.addFile(p, []byte(*d.Contents), 0o644, 0, 0, src)
 	}
 	if u.Mask != nil && *u.Mask {
-		r.addLink(path.Join(UnitDir, u.Name), "/dev/null", at(u.Source, base+".mask"))
+		r.addLink(path.Join(UnitDir, u.Name), "/dev/null", u.SourceOf("mask"))
 		return
 	}
 	if HasContent(u.Contents) {
 		// The MCD disables an enabled unit before rewriting it
 		// (OCPBUGS-33694): links its old [Install] made go; enablement
 		// below puts back those the new contents name.
-		r.disable(u.Name, at(u.Source, base+".contents"))
-		r.addFile(path.Join(UnitDir, u.Name), []byte(*u.Contents), 0o644, 0, 0, at(u.Source, base+".contents"))
+		r.disable(u.Name, u.SourceOf("contents"))
+		r.addFile(path.Join(UnitDir, u.Name), []byte(*u.Contents), 0o644, 0, 0, u.SourceOf("contents"))
 	}
 }
 
 func (r *renderer) enablement(u machineconfig.Unit) {
-	src := at(u.Source, u.Source.Field+".enabled")
+	src := u.SourceOf("enabled")
 	switch {
 	case u.Mask != nil && *u.Mask:
 		if u.Enabled != nil && !*u.Enabled {
 			r.disable(u.Name, src) // the MCD still runs systemctl disable
 		}
-		r.recordUnit(u.Name, Masked, at(u.Source, u.Source.Field+".mask"))
+		r.recordUnit(u.Name, Masked, u.SourceOf("mask"))
 	case u.Enabled != nil && *u.Enabled:
 		r.enable(u.Name, src, map[string]bool{})
 		r.recordUnit(u.Name, Enabled, src)

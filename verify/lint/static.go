@@ -55,13 +55,13 @@ func (c *checker) clashes() {
 		unitPath := path.Join(render.UnitDir, u.Name)
 		switch {
 		case u.Mask != nil && *u.Mask:
-			c.clash(unitPath, false, "mask link", at(u.Source, ".mask"))
+			c.clash(unitPath, false, "mask link", u.SourceOf("mask"))
 		case render.HasContent(u.Contents):
-			c.clash(unitPath, false, "unit file", at(u.Source, ".contents"))
+			c.clash(unitPath, false, "unit file", u.SourceOf("contents"))
 		}
 		for _, d := range u.Dropins {
 			if render.HasContent(d.Contents) && !strings.ContainsAny(d.Name, "/\x00") {
-				c.clash(path.Join(unitPath+".d", d.Name), false, "drop-in", at(u.Source, ".dropins["+d.Name+"]"))
+				c.clash(path.Join(unitPath+".d", d.Name), false, "drop-in", u.SourceOf("dropins["+d.Name+"]"))
 			}
 		}
 	}
@@ -138,7 +138,7 @@ func (c *checker) units() {
 		contents, found := c.unitFile(u.Name)
 		switch {
 		case found && enabled && !render.Installs(contents):
-			c.add(RuleEnabledNoInstall, at(u.Source, ".enabled"), path.Join(render.UnitDir, u.Name),
+			c.add(RuleEnabledNoInstall, u.SourceOf("enabled"), path.Join(render.UnitDir, u.Name),
 				"unit %s has enabled: true but no [Install] section naming WantedBy=, RequiredBy=, Alias= or Also=: systemctl enable creates no symlink", u.Name)
 		case !found && c.base != nil && (enabled || hasDropins(u)):
 			what := "drop-ins"
