@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -42,9 +43,11 @@ func TestNodeApplyPlanScript(t *testing.T) {
 		name    string
 		booted  string
 		applied bool
+		compact bool // the plan re-serialised without whitespace
 	}{
-		{"booted the plan's base", plan.Base.Digest, true},
-		{"booted another image", plan.Image.Digest, false},
+		{"booted the plan's base", plan.Base.Digest, true, false},
+		{"booted another image", plan.Image.Digest, false, false},
+		{"compact plan", plan.Base.Digest, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -56,6 +59,16 @@ func TestNodeApplyPlanScript(t *testing.T) {
 			writeTree(t, root, unpacked)
 			stage := filepath.Join(root, "etc/mcbake/revert")
 			copyFile(t, planFile, filepath.Join(stage, "plan.json"))
+			if tc.compact {
+				raw, _ := os.ReadFile(planFile)
+				var b bytes.Buffer
+				if err := json.Compact(&b, raw); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(stage, "plan.json"), b.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
 			copyFile(t, workerMC, filepath.Join(stage, "machineconfigs", "worker.json"))
 			bin := filepath.Join(dir, "bin")
 			status, _ := json.Marshal(map[string]any{"deployments": []map[string]any{{"booted": true, "container-image-reference-digest": tc.booted}}})

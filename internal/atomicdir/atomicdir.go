@@ -25,7 +25,14 @@ func Exchange(a, b string) error {
 	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) {
 		return &os.LinkError{Op: "exchange", Old: a, New: b, Err: err}
 	}
-	aside := a + ".old"
+	// A fresh name: a leftover from a crash must not block later swaps.
+	aside, err := os.MkdirTemp(filepath.Dir(b), "."+filepath.Base(b)+".old-")
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(aside); err != nil {
+		return err
+	}
 	if err := os.Rename(b, aside); err != nil {
 		return err
 	}

@@ -22,6 +22,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/containers/buildah"
@@ -112,11 +113,18 @@ type Store struct {
 	Driver string
 }
 
+// buildMu serialises Build (see openStore).
+var buildMu sync.Mutex
+
 // Build builds the Containerfile of contextDir into opts.Output and
 // returns the digest of the written image manifest. It checks up front
 // that a Containerfile with RUN has an OCI runtime (ErrNoRuntime). The
 // store is shut down (its mounts released) before Build returns.
 func Build(ctx context.Context, contextDir string, opts Options) (dgst string, err error) {
+	// openStore sets the process-wide containers-storage transport's
+	// store: builds in one process must not overlap.
+	buildMu.Lock()
+	defer buildMu.Unlock()
 	containerfile := filepath.Join(contextDir, orDefault(opts.Containerfile, "Containerfile"))
 	rt, err := checkRuntime(containerfile)
 	if err != nil {

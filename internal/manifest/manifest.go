@@ -191,6 +191,7 @@ func Unmarshal(b []byte) (*Manifest, error) {
 	if m.SchemaVersion != SchemaVersion {
 		return nil, fmt.Errorf("manifest schemaVersion %d: only %d is supported", m.SchemaVersion, SchemaVersion)
 	}
+	m.Sort() // Lookup needs sorted entries; a hand-written file may not be
 	return &m, nil
 }
 

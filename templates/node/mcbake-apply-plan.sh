@@ -17,8 +17,10 @@ mcs="$STAGE/machineconfigs"
 log() { echo "mcbake-apply-plan: $*" >&2; }
 
 [ -f "$plan" ] || { log "no plan at $plan"; exit 0; }
-want=$(sed -n '/"base"/,/}/s/.*"digest": *"\([^"]*\)".*/\1/p' "$plan" | head -n1)
-booted=$(rpm-ostree status --booted --json | sed -n 's/.*"container-image-reference-digest" *: *"\([^"]*\)".*/\1/p' | head -n1)
+# JSON without a JSON tool (RHCOS has no python): flatten, then match.
+flat() { tr -d ' \t\r\n'; }
+want=$(flat <"$plan" | sed -n 's/.*"base":{[^}]*"digest":"\([^"]*\)".*/\1/p')
+booted=$(rpm-ostree status --booted --json | flat | sed -n 's/.*"container-image-reference-digest":"\([^"]*\)".*/\1/p')
 if [ -z "$want" ] || [ "$booted" != "$want" ]; then
   log "booted image ${booted:-unknown} is not the plan's base ${want:-unknown}: nothing to do"
   exit 0
