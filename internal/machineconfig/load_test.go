@@ -432,3 +432,22 @@ func fieldErrors(err error) []FieldError {
 	}
 	return nil
 }
+
+// TestIgnitionErrorsNameUnits: ignition reports units by index; mcbake
+// names them, as in every other field path.
+func TestIgnitionErrorsNameUnits(t *testing.T) {
+	_, err := Parse("units.yaml", []byte(`kind: MachineConfig
+metadata: {name: 99-units}
+spec:
+  config:
+    ignition: {version: 3.5.0}
+    systemd:
+      units:
+      - {name: a.service, contents: "[Unit]\n"}
+      - {name: b.service, dropins: [{name: 10-x.conf, contents: "x"}, {name: 10-x.conf, contents: "y"}]}
+`))
+	want := "units.yaml: 99-units: spec.config.systemd.units[b.service].dropins[10-x.conf]"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Parse() = %v, want an error at %s", err, want)
+	}
+}

@@ -105,19 +105,19 @@ func parseIgnition(raw json.RawMessage) (types.Config, error) {
 	}
 	cfg, rpt, err := v35.ParseCompatibleVersion(raw)
 	if err != nil {
-		return types.Config{}, reportErrors(err, rpt)
+		return types.Config{}, reportErrors(err, rpt, unitNames(raw))
 	}
 	return cfg, nil
 }
 
 // reportErrors turns ignition's validation report into field errors.
-func reportErrors(err error, rpt report.Report) error {
+func reportErrors(err error, rpt report.Report, units unitNameIndex) error {
 	var errs []error
 	for _, e := range rpt.Entries {
 		if !e.Kind.IsFatal() {
 			continue
 		}
-		errs = append(errs, &FieldError{Field: ignitionField(e.Context.Path), Msg: e.Message})
+		errs = append(errs, &FieldError{Field: ignitionField(e.Context.Path, units), Msg: e.Message})
 	}
 	if len(errs) == 0 {
 		field := "spec.config"
@@ -129,17 +129,49 @@ func reportErrors(err error, rpt report.Report) error {
 	return errors.Join(errs...)
 }
 
+// unitNameIndex holds the unit and drop-in names of a raw config, by
+// index, so that field paths can name units as the rest of mcbake does.
+type unitNameIndex []struct {
+	Name    string `json:"name"`
+	Dropins []struct {
+		Name string `json:"name"`
+	} `json:"dropins"`
+}
+
+// unitNames reads what it can of raw's units; a config too broken for
+// that gets index paths.
+func unitNames(raw []byte) unitNameIndex {
+	var cfg struct {
+		Systemd struct {
+			Units unitNameIndex `json:"units"`
+		} `json:"systemd"`
+	}
+	_ = json.Unmarshal(raw, &cfg)
+	return cfg.Systemd.Units
+}
+
 // ignitionField renders a vcontext path ([storage files 0 path]) as
-// spec.config.storage.files[0].path.
-func ignitionField(p []interface{}) string {
+// spec.config.storage.files[0].path; units and drop-ins are named
+// (spec.config.systemd.units[kubelet.service].dropins[10-a.conf]).
+func ignitionField(p []interface{}, units unitNameIndex) string {
 	var b strings.Builder
 	b.WriteString("spec.config")
-	for _, e := range p {
-		if n, ok := e.(int); ok {
-			fmt.Fprintf(&b, "[%d]", n)
+	unit := -1
+	for i, e := range p {
+		n, isIndex := e.(int)
+		if !isIndex || i == 0 {
+			fmt.Fprintf(&b, ".%v", e)
 			continue
 		}
-		fmt.Fprintf(&b, ".%v", e)
+		switch name := p[i-1]; {
+		case name == "units" && n < len(units) && units[n].Name != "":
+			unit = n
+			fmt.Fprintf(&b, "[%s]", units[n].Name)
+		case name == "dropins" && unit >= 0 && n < len(units[unit].Dropins) && units[unit].Dropins[n].Name != "":
+			fmt.Fprintf(&b, "[%s]", units[unit].Dropins[n].Name)
+		default:
+			fmt.Fprintf(&b, "[%d]", n)
+		}
 	}
 	return b.String()
 }
