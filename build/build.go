@@ -46,6 +46,24 @@ type Options struct {
 	CacheDir string
 	// Progress, when set, is told of the bytes read from each base layer.
 	Progress func(layer string, total, n int64)
+	// Engine is EngineAppend (default) or EngineBuildah;
+	// ContainerfileAppend (a file of extra Containerfile instructions)
+	// needs the buildah engine.
+	Engine, ContainerfileAppend string
+}
+
+// Run builds with the engine opts.Engine names.
+func Run(ctx context.Context, opts Options) (*Result, error) {
+	switch opts.Engine {
+	case "", EngineAppend:
+		if opts.ContainerfileAppend != "" {
+			return nil, errors.New("--containerfile-append needs --engine buildah or --render-only")
+		}
+		return Image(ctx, opts)
+	case EngineBuildah:
+		return Buildah(ctx, opts, opts.ContainerfileAppend)
+	}
+	return nil, fmt.Errorf("--engine %q: want append or buildah", opts.Engine)
 }
 
 // Result describes a built image.

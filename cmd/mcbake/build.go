@@ -20,7 +20,6 @@ func newBuildCommand() *cobra.Command {
 		opts                  build.Options
 		timestamp, digestFile string
 		quiet, renderOnly     bool
-		engine, appendFile    string
 	)
 	cmd := &cobra.Command{
 		Use:   "build --base IMAGE -f MC... -o IMAGE",
@@ -48,7 +47,7 @@ containers-storage:NAME or docker://REF.`,
 			rep := progress.New(cmd.ErrOrStderr(), quiet)
 			opts.Progress = func(layer string, total, n int64) { rep.Update(short(layer), total, n) }
 			if renderOnly {
-				p, err := build.RenderOnly(cmd.Context(), opts, appendFile)
+				p, err := build.RenderOnly(cmd.Context(), opts, opts.ContainerfileAppend)
 				rep.Wait()
 				if err != nil {
 					return err
@@ -56,7 +55,7 @@ containers-storage:NAME or docker://REF.`,
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: Containerfile and build context written\n", opts.Output)
 				return printSummary(cmd.ErrOrStderr(), opts.Output, p.Manifest)
 			}
-			res, err := runEngine(cmd, engine, opts, appendFile)
+			res, err := build.Run(cmd.Context(), opts)
 			rep.Wait()
 			if err != nil {
 				return err
@@ -82,26 +81,12 @@ containers-storage:NAME or docker://REF.`,
 	fl.StringVar(&timestamp, "timestamp", "", "layer mtime and image creation time, Unix seconds (default: $SOURCE_DATE_EPOCH, else 0)")
 	fl.StringVar(&digestFile, "digestfile", "", "write the resulting image digest to this file")
 	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress output")
-	fl.StringVar(&engine, "engine", build.EngineAppend, "append (native, default) or buildah (buildah's library, from templates/Containerfile.tmpl)")
+	fl.StringVar(&opts.Engine, "engine", build.EngineAppend, "append (native, default) or buildah (buildah's library, from templates/Containerfile.tmpl)")
 	fl.BoolVar(&renderOnly, "render-only", false, "write the Containerfile and its context to -o DIR for an external builder, build nothing")
-	fl.StringVar(&appendFile, "containerfile-append", "", "extra Containerfile instructions (buildah engine and --render-only), e.g. RPM installs")
+	fl.StringVar(&opts.ContainerfileAppend, "containerfile-append", "", "extra Containerfile instructions (buildah engine and --render-only), e.g. RPM installs")
 	_ = cmd.MarkFlagRequired("base")
 	_ = cmd.MarkFlagRequired("output")
 	return cmd
-}
-
-// runEngine builds with the chosen engine.
-func runEngine(cmd *cobra.Command, engine string, opts build.Options, appendFile string) (*build.Result, error) {
-	switch engine {
-	case build.EngineAppend:
-		if appendFile != "" {
-			return nil, fmt.Errorf("--containerfile-append needs --engine buildah or --render-only")
-		}
-		return build.Image(cmd.Context(), opts)
-	case build.EngineBuildah:
-		return build.Buildah(cmd.Context(), opts, appendFile)
-	}
-	return nil, fmt.Errorf("--engine %q: want append or buildah", engine)
 }
 
 // buildTime picks --timestamp, else SOURCE_DATE_EPOCH, else the epoch.

@@ -147,7 +147,7 @@ func checkLayerMatchesManifest(t *testing.T, layout string, m *manifest.Manifest
 	if got, want := im.Labels()[layered.LabelMachineConfigs], "60-owners-and-links,rendered-worker-aws-fixture"; got != want {
 		t.Errorf("label %s = %q, want %q", layered.LabelMachineConfigs, got, want)
 	}
-	rc, err := topLayer{im}.TopLayer(context.Background())
+	rc, err := im.TopLayer(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,15 +1,12 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
-	"github.com/mcbake/mcbake/internal/base"
-	"github.com/mcbake/mcbake/internal/manifest"
 	"github.com/mcbake/mcbake/internal/progress"
 	"github.com/mcbake/mcbake/verify"
 )
@@ -35,36 +32,16 @@ func (f *diffFlags) register(cmd *cobra.Command, allowManifest bool) {
 	_ = cmd.MarkFlagRequired("base")
 }
 
-// report runs the diff: reads the layered manifest, opens and indexes the
-// base, and compares.
+// report runs the diff: one library call.
 func (f *diffFlags) report(cmd *cobra.Command) (*verify.Report, error) {
-	if (f.imageRef == "") == (f.manifestFile == "") {
-		return nil, errors.New("give exactly one of --image IMAGE or --manifest FILE")
-	}
-	var m *manifest.Manifest
-	image := verify.ImageRef{Reference: f.imageRef}
-	var err error
-	if f.manifestFile != "" {
-		image.Reference = f.manifestFile
-		if m, err = manifest.ReadFile(f.manifestFile); err != nil {
-			return nil, err
-		}
-	} else if m, _, image.Digest, err = readEmbedded(cmd, &f.img, f.imageRef); err != nil {
-		return nil, err
-	}
 	opts, cacheDir, err := f.img.options(cmd)
 	if err != nil {
 		return nil, err
 	}
 	rep := progress.New(cmd.ErrOrStderr(), f.quiet)
-	b, err := base.Open(cmd.Context(), f.baseRef, base.Options{Images: opts, CacheDir: cacheDir,
-		Progress: func(layer string, total, n int64) { rep.Update(short(layer), total, n) }})
-	rep.Wait()
-	if err != nil {
-		return nil, err
-	}
-	defer b.Close()
-	return verify.Diff(m, image, verify.ImageRef{Reference: f.baseRef, Digest: b.Digest().String()}, b.Index), nil
+	defer rep.Wait()
+	return verify.DiffImages(cmd.Context(), verify.DiffOptions{Base: f.baseRef, Image: f.imageRef, ManifestFile: f.manifestFile,
+		Images: opts, CacheDir: cacheDir, Progress: func(layer string, total, n int64) { rep.Update(short(layer), total, n) }})
 }
 
 func newDiffCommand() *cobra.Command {

@@ -1,16 +1,10 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"io"
-
 	"github.com/spf13/cobra"
 
-	"github.com/mcbake/mcbake/internal/images"
-	"github.com/mcbake/mcbake/internal/layered"
 	"github.com/mcbake/mcbake/internal/manifest"
+	"github.com/mcbake/mcbake/verify"
 )
 
 func newManifestCommand() *cobra.Command {
@@ -40,32 +34,11 @@ against the io.mcbake.manifest.digest label and prints it.`,
 	return cmd
 }
 
-// readEmbedded reads a layered image's embedded manifest; it also returns
-// the image's manifest digest.
+// readEmbedded reads a layered image's embedded manifest.
 func readEmbedded(cmd *cobra.Command, img *imageFlags, ref string) (*manifest.Manifest, []byte, string, error) {
 	opts, _, err := img.options(cmd)
 	if err != nil {
 		return nil, nil, "", err
 	}
-	im, err := images.Open(cmd.Context(), ref, opts)
-	if err != nil {
-		return nil, nil, "", fmt.Errorf("opening %s: %w", ref, err)
-	}
-	defer im.Close()
-	m, raw, err := layered.ReadManifest(cmd.Context(), topLayer{im})
-	if err != nil {
-		return nil, nil, "", fmt.Errorf("%s: %w", ref, err)
-	}
-	return m, raw, im.Digest().String(), nil
-}
-
-// topLayer adapts an images.Image to layered.Image.
-type topLayer struct{ *images.Image }
-
-func (t topLayer) TopLayer(ctx context.Context) (io.ReadCloser, error) {
-	ls := t.Layers()
-	if len(ls) == 0 {
-		return nil, errors.New("image has no layers")
-	}
-	return t.OpenLayer(ctx, ls[len(ls)-1].Digest)
+	return verify.ReadEmbedded(cmd.Context(), ref, opts)
 }

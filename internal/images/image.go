@@ -372,3 +372,13 @@ func (im *Image) blobInfo(i int) types.BlobInfo {
 	d := im.descs[i]
 	return types.BlobInfo{Digest: d.Digest, Size: d.Size, MediaType: d.MediaType, URLs: d.URLs, Annotations: d.Annotations}
 }
+
+// TopLayer opens the image's last layer's compressed blob (the layer an
+// mcbake build appends). The caller closes it.
+func (im *Image) TopLayer(ctx context.Context) (io.ReadCloser, error) {
+	ls := im.Layers()
+	if len(ls) == 0 {
+		return nil, errors.New("image has no layers")
+	}
+	return im.OpenLayer(ctx, ls[len(ls)-1].Digest)
+}
