@@ -95,21 +95,14 @@ func engineOptions(opts Options, p *Prepared) (buildahengine.Options, error) {
 		}
 		cache = filepath.Join(dir, "mcbake")
 	}
-	im := opts.Images
 	return buildahengine.Options{
-		Output:           opts.Output,
-		SignaturePolicy:  im.SignaturePolicy,
-		InsecurePolicy:   im.InsecurePolicy,
-		AuthFile:         im.AuthFile,
-		TLSVerify:        im.TLSVerify,
-		RegistriesConf:   im.RegistriesConf,
-		Platform:         im.Platform,
-		BlobInfoCacheDir: im.CacheDir,
-		Store:            engineStore(opts, cache),
-		BlobDir:          filepath.Join(cache, "buildah", "blobs"),
-		Timestamp:        mtime(opts.Timestamp),
-		Compression:      opts.Compression,
-		Annotations:      p.Annotations(),
+		Output:      opts.Output,
+		Images:      opts.Images,
+		Store:       engineStore(opts, cache),
+		BlobDir:     filepath.Join(cache, "buildah", "blobs"),
+		Timestamp:   mtime(opts.Timestamp),
+		Compression: opts.Compression,
+		Annotations: p.Annotations(),
 	}, nil
 }
 

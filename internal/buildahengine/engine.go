@@ -18,10 +18,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -33,6 +31,8 @@ import (
 	"github.com/containers/storage/pkg/archive"
 	"github.com/opencontainers/go-digest"
 	"golang.org/x/sys/unix"
+
+	"github.com/mcbake/mcbake/internal/images"
 )
 
 // InitReexec runs buildah's re-executed helpers. It must be the first thing
@@ -61,21 +61,10 @@ type Options struct {
 	// is "Containerfile".
 	Containerfile string
 
-	// SignaturePolicy is a policy file; InsecurePolicy accepts any image
-	// (through a temporary policy file, as buildah takes only a path).
-	// With neither, the installed policy applies.
-	SignaturePolicy string
-	InsecurePolicy  bool
-	AuthFile        string
-	TLSVerify       *bool // nil: the default (verify)
-	// RegistriesConf replaces registries.conf (and registries.conf.d,
-	// read from RegistriesConf+".d"); "" = the system's.
-	RegistriesConf string
-	// Platform is "os/arch[/variant]" to build for; "" = the host's.
-	Platform string
-	// BlobInfoCacheDir is containers/image's blob-info cache; "" =
-	// $XDG_CACHE_HOME/mcbake/blobinfo.
-	BlobInfoCacheDir string
+	// Images says how images are read and written: signature policy
+	// (buildah takes only a path: see images.Options.PolicyFile), auth,
+	// TLS, registries.conf, platform and the blob-info cache.
+	Images images.Options
 
 	// Store is the containers-storage store buildah works in.
 	Store Store
@@ -134,13 +123,17 @@ func Build(ctx context.Context, contextDir string, opts Options) (dgst string, e
 	if err != nil {
 		return "", err
 	}
-	policy, cleanup, err := policyFile(opts)
+	policy, cleanup, err := opts.Images.PolicyFile()
 	if err != nil {
 		return "", err
 	}
 	defer func() { err = errors.Join(err, cleanup()) }()
-	sys, err := systemContext(opts, policy)
+	sys, err := opts.Images.SystemContext()
 	if err != nil {
+		return "", err
+	}
+	sys.SignaturePolicyPath = policy
+	if err := os.MkdirAll(sys.BlobInfoCacheDir, 0o755); err != nil {
 		return "", err
 	}
 	store, err := openStore(opts.Store)
@@ -268,73 +261,4 @@ func annotations(m map[string]string) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// systemContext is the containers/image configuration of a build.
-func systemContext(opts Options, policy string) (*types.SystemContext, error) {
-	cache := opts.BlobInfoCacheDir
-	if cache == "" {
-		dir, err := os.UserCacheDir()
-		if err != nil {
-			return nil, fmt.Errorf("choosing a blob-info cache directory: %w", err)
-		}
-		cache = filepath.Join(dir, "mcbake", "blobinfo")
-	}
-	if err := os.MkdirAll(cache, 0o755); err != nil {
-		return nil, err
-	}
-	sys := &types.SystemContext{
-		SignaturePolicyPath:      policy,
-		AuthFilePath:             opts.AuthFile,
-		BlobInfoCacheDir:         cache,
-		SystemRegistriesConfPath: opts.RegistriesConf,
-		BigFilesTemporaryDir:     os.Getenv("TMPDIR"),
-	}
-	if opts.RegistriesConf != "" {
-		sys.SystemRegistriesConfDirPath = opts.RegistriesConf + ".d"
-	}
-	if opts.TLSVerify != nil {
-		sys.DockerInsecureSkipTLSVerify = types.NewOptionalBool(!*opts.TLSVerify)
-		sys.OCIInsecureSkipTLSVerify = !*opts.TLSVerify
-	}
-	if opts.Platform != "" {
-		parts := strings.Split(opts.Platform, "/")
-		if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" {
-			return nil, fmt.Errorf("platform %q: want os/arch[/variant]", opts.Platform)
-		}
-		sys.OSChoice, sys.ArchitectureChoice = parts[0], parts[1]
-		if len(parts) == 3 {
-			sys.VariantChoice = parts[2]
-		}
-	} else {
-		sys.OSChoice, sys.ArchitectureChoice = runtime.GOOS, runtime.GOARCH
-	}
-	return sys, nil
-}
-
-// insecurePolicy accepts any image.
-const insecurePolicy = `{"default": [{"type": "insecureAcceptAnything"}]}` + "\n"
-
-// policyFile returns the signature policy file for opts ("" = the
-// installed one) and a function that removes a temporary one.
-func policyFile(opts Options) (string, func() error, error) {
-	none := func() error { return nil }
-	switch {
-	case opts.InsecurePolicy && opts.SignaturePolicy != "":
-		return "", none, errors.New("--insecure-policy and --signature-policy are mutually exclusive")
-	case opts.SignaturePolicy != "":
-		return opts.SignaturePolicy, none, nil
-	case !opts.InsecurePolicy:
-		return "", none, nil
-	}
-	dir, err := os.MkdirTemp("", "mcbake-policy-")
-	if err != nil {
-		return "", none, err
-	}
-	cleanup := func() error { return os.RemoveAll(dir) }
-	p := filepath.Join(dir, "policy.json")
-	if err := os.WriteFile(p, []byte(insecurePolicy), 0o644); err != nil {
-		return "", none, errors.Join(err, cleanup())
-	}
-	return p, cleanup, nil
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/containers/image/v5/signature"
 	"github.com/google/go-cmp/cmp"
 	"github.com/opencontainers/go-digest"
+
+	"github.com/mcbake/mcbake/internal/images"
 )
 
 func TestHasRun(t *testing.T) {
@@ -60,7 +62,7 @@ func TestBuildNoRuntime(t *testing.T) {
 }
 
 func TestPolicyFile(t *testing.T) {
-	p, cleanup, err := policyFile(Options{InsecurePolicy: true})
+	p, cleanup, err := images.Options{InsecurePolicy: true}.PolicyFile()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,15 +79,11 @@ func TestPolicyFile(t *testing.T) {
 	if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("cleanup left %s", p)
 	}
-
-	if p, _, err := policyFile(Options{SignaturePolicy: "/etc/x.json"}); p != "/etc/x.json" || err != nil {
-		t.Errorf("policyFile(SignaturePolicy) = %q, %v", p, err)
+	if p, _, err := (images.Options{SignaturePolicy: "/etc/x.json"}).PolicyFile(); p != "/etc/x.json" || err != nil {
+		t.Errorf("PolicyFile(SignaturePolicy) = %q, %v", p, err)
 	}
-	if p, _, err := policyFile(Options{}); p != "" || err != nil {
-		t.Errorf("policyFile() = %q, %v, want the installed policy (\"\")", p, err)
-	}
-	if _, _, err := policyFile(Options{SignaturePolicy: "/etc/x.json", InsecurePolicy: true}); err == nil {
-		t.Errorf("policyFile(both) = nil error")
+	if _, _, err := (images.Options{SignaturePolicy: "/etc/x.json", InsecurePolicy: true}).PolicyFile(); err == nil {
+		t.Errorf("PolicyFile(both) = nil error")
 	}
 }
 
@@ -121,17 +119,6 @@ func TestStoreOptions(t *testing.T) {
 func TestOptionsErrors(t *testing.T) {
 	if _, err := compressionOf("xz"); err == nil {
 		t.Errorf(`compressionOf("xz") = nil error`)
-	}
-	if _, err := systemContext(Options{Platform: "linux", BlobInfoCacheDir: t.TempDir()}, ""); err == nil {
-		t.Errorf(`systemContext(Platform: "linux") = nil error`)
-	}
-	sys, err := systemContext(Options{Platform: "linux/arm64/v8", BlobInfoCacheDir: t.TempDir()}, "/p.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := []string{sys.OSChoice, sys.ArchitectureChoice, sys.VariantChoice, sys.SignaturePolicyPath}
-	if diff := cmp.Diff([]string{"linux", "arm64", "v8", "/p.json"}, got); diff != "" {
-		t.Errorf("systemContext (-want +got):\n%s", diff)
 	}
 	if got := annotations(map[string]string{"b": "2", "a": "1"}); !cmp.Equal(got, []string{"a=1", "b=2"}) {
 		t.Errorf("annotations = %v", got)

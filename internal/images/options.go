@@ -41,6 +41,42 @@ var ErrNoPolicy = errors.New("no signature policy found")
 // file; a variable only so tests can point it at a temporary directory.
 var systemPolicyPath = "/etc/containers/policy.json"
 
+// SystemContext is the containers/image configuration o describes, for
+// code that drives containers/image through another library (buildah).
+func (o Options) SystemContext() (*types.SystemContext, error) {
+	return o.systemContext()
+}
+
+// insecurePolicyJSON accepts any image.
+const insecurePolicyJSON = `{"default": [{"type": "insecureAcceptAnything"}]}` + "\n"
+
+// PolicyFile returns a signature policy file for tools that take only a
+// path (buildah): the --signature-policy file, for --insecure-policy a
+// temporary accept-anything file (cleanup removes it), else the installed
+// policy (ErrNoPolicy when there is none).
+func (o Options) PolicyFile() (path string, cleanup func() error, err error) {
+	none := func() error { return nil }
+	switch {
+	case o.InsecurePolicy && o.SignaturePolicy != "":
+		return "", none, errors.New("--insecure-policy and --signature-policy are mutually exclusive")
+	case o.SignaturePolicy != "":
+		return o.SignaturePolicy, none, nil
+	case !o.InsecurePolicy:
+		p, err := installedPolicyPath()
+		return p, none, err
+	}
+	dir, err := os.MkdirTemp("", "mcbake-policy-")
+	if err != nil {
+		return "", none, err
+	}
+	cleanup = func() error { return os.RemoveAll(dir) }
+	path = filepath.Join(dir, "policy.json")
+	if err := os.WriteFile(path, []byte(insecurePolicyJSON), 0o644); err != nil {
+		return "", none, errors.Join(err, cleanup())
+	}
+	return path, cleanup, nil
+}
+
 // systemContext turns opts into the containers/image configuration.
 func (o Options) systemContext() (*types.SystemContext, error) {
 	p, err := o.platform()
