@@ -122,11 +122,9 @@ func Compare(m *manifest.Manifest, ix *baseindex.Index) []Entry {
 }
 
 func classify(me manifest.Entry, root base.Root, ix *baseindex.Index) Entry {
-	rp, err := root.Resolve(me.Path)
+	rp, err := render.Locate(root, me.Path, me.Type == manifest.Directory)
 	if err != nil {
 		rp = path.Clean(me.Path)
-	} else if me.Type == manifest.Directory {
-		rp = followDir(root, rp)
 	}
 	at := me
 	at.ResolvedPath = rp
@@ -164,21 +162,6 @@ func mcdStored(me manifest.Entry, rp string, root base.Root) (string, bool) {
 		return "", false
 	}
 	return "parent of the config the machine-config-daemon stores after staging the revert: the merge recreates it from the node's copy", true
-}
-
-// followDir follows a directory entry's own path when the base has a
-// symlink there, as mkdir -p on a node does and as the renderer places
-// it: a directory /usr/local is /var/usrlocal on RHCOS.
-func followDir(root base.Root, rp string) string {
-	n, ok := root.Lstat(rp)
-	if !ok || n.Type != manifest.Symlink {
-		return rp
-	}
-	inside, err := root.Resolve(path.Join(rp, "x"))
-	if err != nil {
-		return rp
-	}
-	return path.Dir(inside)
 }
 
 // outcome applies DESIGN.md §2's table for a node whose copy equals the

@@ -122,3 +122,17 @@ func (o *owners) err() error {
 type UnknownOwnersError struct{ Lines []string }
 
 func (e *UnknownOwnersError) Error() string { return strings.Join(e.Lines, "\n") }
+
+// Names returns the user (file "passwd") or group (file "group") names a
+// root defines, read as the renderer reads them: etc/ then usr/lib/.
+func Names(root Root, file string) map[string]bool {
+	kind := "user"
+	if file == "group" {
+		kind = "group"
+	}
+	names := map[string]bool{}
+	for n := range loadIDs(root, kind, file).ids {
+		names[n] = true
+	}
+	return names
+}

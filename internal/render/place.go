@@ -99,12 +99,20 @@ func (r *renderer) locate(e *Entry, owned map[string]occupant) {
 // resolve resolves p's parents; for a directory whose path is a symlink to
 // a directory in the root, the symlink is followed too (as mkdir -p does).
 func (r *renderer) resolve(p string, dir bool) (string, error) {
-	rp, err := r.root.Resolve(p)
+	return Locate(r.root, p, dir)
+}
+
+// Locate returns where p lands in root: its parents resolved through the
+// root's symlinks and, for a directory, its own path too when the root
+// has a symlink there (as mkdir -p follows it: a directory /usr/local is
+// /var/usrlocal on RHCOS).
+func Locate(root Root, p string, dir bool) (string, error) {
+	rp, err := root.Resolve(p)
 	if err != nil || !dir {
 		return rp, err
 	}
-	if n, ok := r.root.Lstat(rp); ok && n.Type == manifest.Symlink {
-		inside, err := r.root.Resolve(path.Join(rp, "x"))
+	if n, ok := root.Lstat(rp); ok && n.Type == manifest.Symlink {
+		inside, err := root.Resolve(path.Join(rp, "x"))
 		return path.Dir(inside), err
 	}
 	return rp, nil

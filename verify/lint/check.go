@@ -237,15 +237,7 @@ func cleanAbs(p string) bool {
 // root's symlinks and, for a directory whose path is a symlink to one,
 // the symlink followed too (as mkdir -p does).
 func (c *checker) resolve(p string, dir bool) (string, error) {
-	rp, err := c.root.Resolve(p)
-	if err != nil || !dir {
-		return rp, err
-	}
-	if n, ok := c.root.Lstat(rp); ok && n.Type == manifest.Symlink {
-		inside, err := c.root.Resolve(path.Join(rp, "x"))
-		return path.Dir(inside), err
-	}
-	return rp, nil
+	return render.Locate(c.root, p, dir)
 }
 
 func at(s machineconfig.Source, suffix string) machineconfig.Source {

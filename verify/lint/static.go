@@ -1,8 +1,6 @@
 package lint
 
 import (
-	"bufio"
-	"bytes"
 	"path"
 	"strings"
 
@@ -92,8 +90,8 @@ func (c *checker) clash(p string, dir bool, kind string, src machineconfig.Sourc
 
 // owners reports owner names the base cannot resolve (MCB011).
 func (c *checker) owners() {
-	users := readIDs(c.root, "passwd")
-	groups := readIDs(c.root, "group")
+	users := render.Names(c.root, "passwd")
+	groups := render.Names(c.root, "group")
 	for _, it := range c.items() {
 		if it.user != nil && !users[*it.user] {
 			c.add(RuleUnknownOwner, at(it.src, ".user.name"), it.path, "%s %s: user %q is in neither /etc/passwd nor /usr/lib/passwd of the base", it.kind, it.path, *it.user)
@@ -106,26 +104,6 @@ func (c *checker) owners() {
 		c.add(RuleUnknownOwner, c.merged.SSHKeys[0].Source, render.SSHKeysFile, "core's SSH keys are written core:core, and the base has no core user or group")
 		c.dropSSH = true
 	}
-}
-
-// readIDs returns the names a root's passwd or group files define: etc/
-// first, then usr/lib/ (nss-altfiles), as the renderer reads them.
-func readIDs(root render.Root, file string) map[string]bool {
-	names := map[string]bool{}
-	for _, dir := range []string{"/etc/", "/usr/lib/"} {
-		b, err := root.ReadFile(dir + file)
-		if err != nil {
-			continue
-		}
-		sc := bufio.NewScanner(bytes.NewReader(b))
-		for sc.Scan() {
-			f := strings.Split(strings.TrimSpace(sc.Text()), ":")
-			if len(f) >= 3 && f[0] != "" && !strings.HasPrefix(f[0], "#") {
-				names[f[0]] = true
-			}
-		}
-	}
-	return names
 }
 
 // units checks unit enablement and drop-ins (MCB010, MCB013).
