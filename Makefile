@@ -6,7 +6,11 @@ LDFLAGS   := -s -w -X main.version=$(VERSION)
 GOFLAGS_B := -tags "$(TAGS)" -trimpath
 export CGO_ENABLED := 1
 
-FUZZTIME  ?= 5s
+# Fuzz budgets are execution counts (a few seconds each here), not
+# durations: a duration lets a slow input or a minimisation still running
+# at the deadline fail the run with "context deadline exceeded".
+FUZZTIME  ?= 10000x
+FUZZMIN   ?= 200x
 DEMO      := _demo
 
 .PHONY: all build test unit fuzz demo bench image clean update-golden vet
@@ -28,8 +32,8 @@ test: vet
 	$(MAKE) --no-print-directory fuzz
 
 fuzz:
-	$(GO) test -tags "$(TAGS)" -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./internal/machineconfig
-	$(GO) test -tags "$(TAGS)" -run '^$$' -fuzz '^FuzzRender$$' -fuzztime $(FUZZTIME) ./internal/render
+	$(GO) test -tags "$(TAGS)" -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMIN) ./internal/machineconfig
+	$(GO) test -tags "$(TAGS)" -run '^$$' -fuzz '^FuzzRender$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMIN) ./internal/render
 
 # Regenerate golden files: every package whose tests define -update.
 update-golden:
