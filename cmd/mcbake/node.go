@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mcbake/mcbake/internal/machineconfig"
 	"github.com/mcbake/mcbake/internal/render"
 	"github.com/mcbake/mcbake/internal/rootfs"
 	"github.com/mcbake/mcbake/verify"
@@ -19,18 +18,12 @@ func renderForRoot(cmd *cobra.Command, files []string, dir string) (*render.Resu
 	if err != nil {
 		return nil, nil, err
 	}
+	res, _, err := render.Files(files, cmd.InOrStdin(), abs)
+	if err != nil {
+		return nil, nil, err
+	}
 	root, err := rootfs.Open(abs)
 	if err != nil {
-		return nil, nil, err
-	}
-	mcs, err := machineconfig.Load(files, cmd.InOrStdin())
-	if err != nil {
-		root.Close()
-		return nil, nil, err
-	}
-	res, err := render.Render(machineconfig.Merge(mcs), render.DirRoot(abs))
-	if err != nil {
-		root.Close()
 		return nil, nil, err
 	}
 	return res, root, nil

@@ -3,11 +3,9 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
-	"github.com/mcbake/mcbake/internal/machineconfig"
 	"github.com/mcbake/mcbake/internal/render"
 )
 
@@ -24,14 +22,14 @@ DIR/manifest.json. --root is a directory where owner names resolve
 parent symlinks are followed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			res, err := renderFiles(cmd, files, root)
+			res, m, err := render.Files(files, cmd.InOrStdin(), root)
 			if err != nil {
 				return err
 			}
-			if err := render.WriteTree(out, res.result, res.manifest, os.Geteuid() == 0); err != nil {
+			if err := render.WriteTree(out, res, m, os.Geteuid() == 0); err != nil {
 				return fmt.Errorf("writing %s: %w", out, err)
 			}
-			return printSummary(cmd.OutOrStdout(), out, res.manifest)
+			return printSummary(cmd.OutOrStdout(), out, m)
 		},
 	}
 	addMachineConfigFlag(cmd, &files)
@@ -44,33 +42,4 @@ parent symlinks are followed.`,
 func addMachineConfigFlag(cmd *cobra.Command, files *[]string) {
 	cmd.Flags().StringArrayVarP(files, "machineconfig", "f", nil, "MachineConfig file or directory (YAML or JSON; - for stdin); repeatable")
 	_ = cmd.MarkFlagRequired("machineconfig")
-}
-
-type rendered struct {
-	result   *render.Result
-	manifest *manifestT
-}
-
-func renderFiles(cmd *cobra.Command, files []string, root string) (*rendered, error) {
-	mcs, err := machineconfig.Load(files, cmd.InOrStdin())
-	if err != nil {
-		return nil, err
-	}
-	var r render.Root
-	if root != "" {
-		abs, err := filepath.Abs(root)
-		if err != nil {
-			return nil, err
-		}
-		if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
-			return nil, fmt.Errorf("--root %s: not a directory", root)
-		}
-		r = render.DirRoot(abs)
-	}
-	merged := machineconfig.Merge(mcs)
-	res, err := render.Render(merged, r)
-	if err != nil {
-		return nil, err
-	}
-	return &rendered{result: res, manifest: res.Manifest(mcs)}, nil
 }

@@ -8,8 +8,6 @@ import (
 	"github.com/mcbake/mcbake/internal/manifest"
 )
 
-type manifestT = manifest.Manifest
-
 // printSummary prints a short account of a manifest: counts by type and
 // by MachineConfig.
 func printSummary(w io.Writer, where string, m *manifest.Manifest) error {
