@@ -200,7 +200,7 @@ func (r *renderer) unitFiles(u machineconfig.Unit) {
 		// The MCD disables an enabled unit before rewriting it
 		// (OCPBUGS-33694): links its old [Install] made go; enablement
 		// below puts back those the new contents name.
-		r.disable(u.Name, u.SourceOf("contents"))
+		r.removeRootLinks(u.Name, nil, u.SourceOf("contents"))
 		r.addFile(path.Join(UnitDir, u.Name), []byte(*u.Contents), 0o644, 0, 0, u.SourceOf("contents"))
 	}
 }
@@ -273,22 +273,29 @@ func (r *renderer) unitWritten(p string) bool {
 // NAME in a *.wants or *.requires directory of UnitDir.
 func (r *renderer) disable(name string, src machineconfig.Source) {
 	candidates, _ := r.installLinks(name, src)
-	if candidates == nil {
-		candidates = map[string]string{}
+	r.removeRootLinks(name, candidates, src)
+}
+
+// removeRootLinks removes (as owned-absent entries) every link of the unit
+// name the root has: the candidates, those the root's own unit file
+// installs (its [Install] may differ from a MachineConfig's new contents),
+// and NAME in any *.wants or *.requires directory of UnitDir.
+func (r *renderer) removeRootLinks(name string, candidates map[string]string, src machineconfig.Source) {
+	all := map[string]bool{}
+	for l := range candidates {
+		all[l] = true
 	}
-	// The unit file the root has may install links the MachineConfig's
-	// contents no longer name; systemctl disable removes those too.
 	if contents, at, ok := FindUnitFile(r.root, nil, name); ok {
-		for l, t := range r.linksOf(name, contents, at) {
-			candidates[l] = t
+		for l := range r.linksOf(name, contents, at) {
+			all[l] = true
 		}
 	}
 	for _, dir := range r.root.ReadDir(UnitDir) {
 		if strings.HasSuffix(dir, ".wants") || strings.HasSuffix(dir, ".requires") {
-			candidates[path.Join(UnitDir, dir, name)] = ""
+			all[path.Join(UnitDir, dir, name)] = true
 		}
 	}
-	for _, l := range sortedKeys(candidates) {
+	for _, l := range sortedKeys(all) {
 		if n, ok := r.root.Lstat(l); ok && n.Type == manifest.Symlink {
 			r.addAbsent(l, src)
 		}
