@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -585,4 +587,40 @@ func sameDevice(t *testing.T, a, b string) bool {
 		t.Fatal(err)
 	}
 	return sa.Dev == sb.Dev
+}
+
+// TestAppendConcurrentWritersLoseNoTag: several Appends into one layout at
+// once, each with its own tag. Each either succeeds, and its tag is in the
+// final index.json, or refuses because the index changed under it; none
+// is silently lost.
+func TestAppendConcurrentWritersLoseNoTag(t *testing.T) {
+	c := newAppendCase(t)
+	const n = 6
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = Append(context.Background(), c.base, fmt.Sprintf("oci:%s:t%d", c.layout, i), c.ao, c.opts)
+		}()
+	}
+	wg.Wait()
+	tags := indexTags(t, c.layout)
+	ok := 0
+	for i, err := range errs {
+		tag := fmt.Sprintf("t%d", i)
+		switch {
+		case err == nil:
+			ok++
+			if _, found := tags[tag]; !found {
+				t.Errorf("Append to %s succeeded but index.json lacks the tag: %v", tag, tags)
+			}
+		case !strings.Contains(err.Error(), "changed while the image was being written"):
+			t.Errorf("Append to %s: %v", tag, err)
+		}
+	}
+	if ok == 0 {
+		t.Errorf("no concurrent Append succeeded: %v", errs)
+	}
 }

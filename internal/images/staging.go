@@ -14,6 +14,7 @@ import (
 	"github.com/containers/storage"
 	digest "github.com/opencontainers/go-digest"
 	imgspecv1 "github.com/opencontainers/image-spec/specs-go/v1"
+	"golang.org/x/sys/unix"
 
 	"github.com/mcbake/mcbake/internal/atomicdir"
 )
@@ -220,6 +221,13 @@ func (s *ociStaging) commit(ctx context.Context) error {
 // its index.json by rename. Blobs it linked are removed again if it fails
 // before the index is replaced.
 func (s *ociStaging) commitMerge() (err error) {
+	// Concurrent mcbake writers to one layout take turns from the check
+	// below to the rename; a writer that finds the index changed refuses.
+	unlock, err := lockDir(s.dest)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	index := filepath.Join(s.dest, imgspecv1.ImageIndexFile)
 	cur, err := os.ReadFile(index)
 	if err != nil {
@@ -480,4 +488,21 @@ func removeStaging(p string) error {
 		return fmt.Errorf("removing staging %s: %w", p, err)
 	}
 	return nil
+}
+
+// lockDir takes an exclusive flock(2) on the directory itself (no lock
+// file is added to the layout) and returns its release.
+func lockDir(dir string) (func(), error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "flock", Path: dir, Err: err}
+	}
+	return func() {
+		_ = unix.Flock(fd, unix.LOCK_UN)
+		_ = unix.Close(fd)
+	}, nil
 }
