@@ -93,9 +93,7 @@ func siblingPrefix(dest string) string {
 // destination is renamed into place; an existing layout gets the new blobs
 // linked in and its index.json replaced by rename.
 type ociStaging struct {
-	dest     string
-	tmp      string
-	state    pathState
+	sibling
 	oldIndex []byte   // dest's index.json when staging began (existing layouts)
 	created  []string // blob files linked into dest by an unfinished commit
 	ref      types.ImageReference
@@ -106,16 +104,7 @@ func newOCIStaging(r Ref, base *Image) (_ *ociStaging, err error) {
 		return nil, errors.New("a destination cannot name an index entry (@N)")
 	}
 	s := &ociStaging{}
-	if s.dest, err = r.absPath(); err != nil {
-		return nil, err
-	}
-	if s.state, err = statPath(s.dest); err != nil {
-		return nil, err
-	}
-	if err := s.checkDest(); err != nil {
-		return nil, err
-	}
-	if s.tmp, err = os.MkdirTemp(filepath.Dir(s.dest), siblingPrefix(s.dest)); err != nil {
+	if s.sibling, err = stageSibling(r, sibling.checkLayout); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -132,7 +121,31 @@ func newOCIStaging(r Ref, base *Image) (_ *ociStaging, err error) {
 	return s, nil
 }
 
-func (s *ociStaging) checkDest() error {
+// sibling is a destination directory, its state when staging began, and
+// the temporary sibling the write is staged in.
+type sibling struct {
+	dest, tmp string
+	state     pathState
+}
+
+// stageSibling resolves r's directory, refuses it unless check accepts
+// it, and creates the temporary sibling.
+func stageSibling(r Ref, check func(sibling) error) (s sibling, err error) {
+	if s.dest, err = r.absPath(); err != nil {
+		return s, err
+	}
+	if s.state, err = statPath(s.dest); err != nil {
+		return s, err
+	}
+	if err := check(s); err != nil {
+		return s, err
+	}
+	s.tmp, err = os.MkdirTemp(filepath.Dir(s.dest), siblingPrefix(s.dest))
+	return s, err
+}
+
+// checkLayout accepts an absent or empty directory or an OCI layout.
+func (s sibling) checkLayout() error {
 	switch s.state {
 	case stateFile:
 		return errors.New("exists and is not a directory")
@@ -321,9 +334,8 @@ func (s *ociStaging) close() error {
 // dirStaging writes a dir: destination into a sibling directory and swaps it
 // into place.
 type dirStaging struct {
-	dest, tmp string
-	state     pathState
-	ref       types.ImageReference
+	sibling
+	ref types.ImageReference
 }
 
 // dirVersionPrefix starts the version file of a dir: image.
@@ -331,16 +343,7 @@ const dirVersionPrefix = "Directory Transport Version:"
 
 func newDirStaging(r Ref) (_ *dirStaging, err error) {
 	s := &dirStaging{}
-	if s.dest, err = r.absPath(); err != nil {
-		return nil, err
-	}
-	if s.state, err = statPath(s.dest); err != nil {
-		return nil, err
-	}
-	if err := s.checkDest(); err != nil {
-		return nil, err
-	}
-	if s.tmp, err = os.MkdirTemp(filepath.Dir(s.dest), siblingPrefix(s.dest)); err != nil {
+	if s.sibling, err = stageSibling(r, sibling.checkDirImage); err != nil {
 		return nil, err
 	}
 	if s.ref, err = r.withPath(s.tmp); err != nil {
@@ -349,7 +352,8 @@ func newDirStaging(r Ref) (_ *dirStaging, err error) {
 	return s, nil
 }
 
-func (s *dirStaging) checkDest() error {
+// checkDirImage accepts an absent or empty directory or a dir: image.
+func (s sibling) checkDirImage() error {
 	switch s.state {
 	case stateFile:
 		return errors.New("exists and is not a directory")
