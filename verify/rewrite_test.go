@@ -2,19 +2,18 @@ package verify
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/mcbake/mcbake/internal/manifest"
 	"github.com/mcbake/mcbake/internal/render"
+	"github.com/mcbake/mcbake/internal/rootfs/rootfstest"
 )
 
 // nodeMC is the MachineConfig of the Rewrite and OnDisk tests: files with
@@ -107,51 +106,6 @@ func sortPlan(p *Plan) {
 
 // hostTree is a directory's content: path -> "dir MODE UID:GID",
 // "file MODE UID:GID CONTENT" or "link TARGET UID:GID".
-func hostTree(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == dir {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		out[filepath.ToSlash(rel)] = hostEntry(t, p)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-func hostEntry(t *testing.T, p string) string {
-	t.Helper()
-	fi, err := os.Lstat(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := fi.Sys().(*syscall.Stat_t)
-	owner := fmt.Sprintf("%d:%d", st.Uid, st.Gid)
-	switch {
-	case fi.Mode()&fs.ModeSymlink != 0:
-		target, err := os.Readlink(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return "link " + target + " " + owner
-	case fi.IsDir():
-		return fmt.Sprintf("dir %04o %s", st.Mode&0o7777, owner)
-	}
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf("file %04o %s %s", st.Mode&0o7777, owner, b)
-}
-
 func requireRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -166,13 +120,13 @@ func TestRewrite(t *testing.T) {
 	root := openRoot(t, dir)
 	res := renderOnNode(t, mcs, dir)
 	plan := planFor(res, true)
-	before := hostTree(t, dir)
+	before := rootfstest.Tree(t, dir)
 
 	dry, err := Rewrite(root, plan, res, true)
 	if err != nil {
 		t.Fatalf("Rewrite(dry run): %v", err)
 	}
-	if diff := cmp.Diff(before, hostTree(t, dir)); diff != "" {
+	if diff := cmp.Diff(before, rootfstest.Tree(t, dir)); diff != "" {
 		t.Errorf("a dry run changed the root (-before +after):\n%s", diff)
 	}
 	wantOps := map[string]string{
@@ -227,7 +181,7 @@ func TestRewrite(t *testing.T) {
 		"usr/lib/systemd/system":             "dir 0755 0:0",
 		"usr/lib/systemd/system/foo.service": "file 0644 0:0 " + fooUnit,
 	}
-	after := hostTree(t, dir)
+	after := rootfstest.Tree(t, dir)
 	if diff := cmp.Diff(want, after); diff != "" {
 		t.Errorf("root after Rewrite (-want +got):\n%s", diff)
 	}
@@ -248,7 +202,7 @@ func TestRewrite(t *testing.T) {
 		if len(again) != len(plan.Rewrite) {
 			t.Errorf("second Rewrite (%s): %d actions for %d planned paths", name, len(again), len(plan.Rewrite))
 		}
-		if diff := cmp.Diff(after, hostTree(t, dir)); diff != "" {
+		if diff := cmp.Diff(after, rootfstest.Tree(t, dir)); diff != "" {
 			t.Errorf("second Rewrite (%s) changed the root (-before +after):\n%s", name, diff)
 		}
 	}
@@ -290,7 +244,7 @@ func TestRewriteRefuses(t *testing.T) {
 			res := renderOnNode(t, mcs, dir)
 			plan := planFor(res, true)
 			tt.change(plan)
-			before, parent := hostTree(t, dir), hostEntry(t, filepath.Dir(dir))
+			before, parent := rootfstest.Tree(t, dir), rootfstest.Entry(t, filepath.Dir(dir))
 			_, err := Rewrite(root, plan, res, false)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Rewrite = %v, want an error with %q", err, tt.want)
@@ -299,10 +253,10 @@ func TestRewriteRefuses(t *testing.T) {
 			if errors.As(err, &pm) != tt.mismatch {
 				t.Errorf("Rewrite error %T, want a *PlanMismatchError: %v", err, tt.mismatch)
 			}
-			if diff := cmp.Diff(before, hostTree(t, dir)); diff != "" {
+			if diff := cmp.Diff(before, rootfstest.Tree(t, dir)); diff != "" {
 				t.Errorf("a refused Rewrite changed the root (-before +after):\n%s", diff)
 			}
-			if got := hostEntry(t, filepath.Dir(dir)); got != parent {
+			if got := rootfstest.Entry(t, filepath.Dir(dir)); got != parent {
 				t.Errorf("a refused Rewrite changed the root's parent: %s, was %s", got, parent)
 			}
 		})
@@ -413,13 +367,13 @@ func TestRewriteStaysInRoot(t *testing.T) {
 			// The plan names each path as the MachineConfig does, as a plan
 			// computed against a base without these links would.
 			plan := planFor(res, false)
-			before, outsideDir := hostTree(t, outside), hostEntry(t, outside)
+			before, outsideDir := rootfstest.Tree(t, outside), rootfstest.Entry(t, outside)
 			root := openRoot(t, dir)
 			_, err := Rewrite(root, plan, res, false)
-			if diff := cmp.Diff(before, hostTree(t, outside)); diff != "" {
+			if diff := cmp.Diff(before, rootfstest.Tree(t, outside)); diff != "" {
 				t.Errorf("Rewrite changed the directory outside the root (-before +after):\n%s", diff)
 			}
-			if got := hostEntry(t, outside); got != outsideDir {
+			if got := rootfstest.Entry(t, outside); got != outsideDir {
 				t.Errorf("Rewrite changed the directory outside the root: %s, was %s", got, outsideDir)
 			}
 			if (err != nil) != tt.wantErr {

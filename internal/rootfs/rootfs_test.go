@@ -4,68 +4,22 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/mcbake/mcbake/internal/rootfs/rootfstest"
 )
 
 // tree is a directory's content as the tests see it: path (relative, "/"
 // separated) -> "dir MODE UID:GID", "file MODE UID:GID CONTENT" or
 // "link TARGET UID:GID".
-type tree map[string]string
-
-// snapshot reads dir recursively without following symlinks.
-func snapshot(t *testing.T, dir string) tree {
-	t.Helper()
-	out := tree{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == dir {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		out[filepath.ToSlash(rel)] = describeHost(t, p)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-func describeHost(t *testing.T, p string) string {
-	t.Helper()
-	fi, err := os.Lstat(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := fi.Sys().(*syscall.Stat_t)
-	owner := fmt.Sprintf("%d:%d", st.Uid, st.Gid)
-	switch {
-	case fi.Mode()&fs.ModeSymlink != 0:
-		target, err := os.Readlink(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return "link " + target + " " + owner
-	case fi.IsDir():
-		return fmt.Sprintf("dir %04o %s", st.Mode&0o7777, owner)
-	}
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf("file %04o %s %s", st.Mode&0o7777, owner, b)
-}
+type tree = map[string]string
 
 func digestOf(s string) string {
 	sum := sha256.Sum256([]byte(s))
@@ -209,7 +163,7 @@ func TestWriteFile(t *testing.T) {
 	if err := r.WriteFile("/etc/f", []byte("new\n"), 0o4750, 1000, 1001); err != nil {
 		t.Fatalf("WriteFile: %v", err)
 	}
-	got := snapshot(t, rootDir)
+	got := rootfstest.Tree(t, rootDir)
 	want := tree{"etc": "dir 0755 0:0", "etc/f": "file 4750 1000:1001 new\n"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("root after WriteFile (-want +got):\n%s", diff)
@@ -232,7 +186,7 @@ func TestWriteFileErrors(t *testing.T) {
 		}
 	}
 	var got []string
-	for p := range snapshot(t, rootDir) {
+	for p := range rootfstest.Tree(t, rootDir) {
 		got = append(got, p)
 	}
 	if diff := cmp.Diff([]string{"etc", "etc/dir"}, got, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
@@ -349,16 +303,16 @@ func TestWritesStayInRoot(t *testing.T) {
 			for p, target := range tt.links {
 				mustSymlink(t, sub(target), filepath.Join(rootDir, p))
 			}
-			before, beforeDir := snapshot(t, outside), describeHost(t, outside)
-			beforeParent := describeHost(t, filepath.Dir(rootDir))
+			before, beforeDir := rootfstest.Tree(t, outside), rootfstest.Entry(t, outside)
+			beforeParent := rootfstest.Entry(t, filepath.Dir(rootDir))
 			err := tt.write(r, outside)
-			if diff := cmp.Diff(before, snapshot(t, outside)); diff != "" {
+			if diff := cmp.Diff(before, rootfstest.Tree(t, outside)); diff != "" {
 				t.Errorf("the directory outside the root changed (-before +after):\n%s", diff)
 			}
-			if got := describeHost(t, outside); got != beforeDir {
+			if got := rootfstest.Entry(t, outside); got != beforeDir {
 				t.Errorf("the directory outside the root is now %s, was %s", got, beforeDir)
 			}
-			if got := describeHost(t, filepath.Dir(rootDir)); got != beforeParent {
+			if got := rootfstest.Entry(t, filepath.Dir(rootDir)); got != beforeParent {
 				t.Errorf("the root's parent directory is now %s, was %s", got, beforeParent)
 			}
 			if (err != nil) != tt.wantErr {
@@ -384,7 +338,7 @@ func TestSymlink(t *testing.T) {
 		}
 	}
 	want := tree{"etc": "dir 0755 0:0", "etc/new": "link ../usr/lib/x 1000:1001", "etc/was-file": "link /dev/null 1000:1001"}
-	if diff := cmp.Diff(want, snapshot(t, rootDir)); diff != "" {
+	if diff := cmp.Diff(want, rootfstest.Tree(t, rootDir)); diff != "" {
 		t.Errorf("root after Symlink (-want +got):\n%s", diff)
 	}
 }
@@ -404,7 +358,7 @@ func TestMkdir(t *testing.T) {
 		t.Error("Mkdir(file) = nil, want an error")
 	}
 	want := tree{"etc": "dir 0755 0:0", "etc/new": "dir 1750 1000:1001", "etc/existing": "dir 0700 1000:0", "etc/file": "file 0644 0:0 x"}
-	if diff := cmp.Diff(want, snapshot(t, rootDir)); diff != "" {
+	if diff := cmp.Diff(want, rootfstest.Tree(t, rootDir)); diff != "" {
 		t.Errorf("root after Mkdir (-want +got):\n%s", diff)
 	}
 }
@@ -433,7 +387,7 @@ func TestMkdirAll(t *testing.T) {
 		"etc/link": "link /usr/real 0:0", "usr": "dir 0755 0:0", "usr/real": "dir 0700 0:0",
 		"usr/real/x": "dir 0750 1000:1000", "usr/real/x/y": "dir 0750 1000:1000",
 	}
-	if diff := cmp.Diff(want, snapshot(t, rootDir)); diff != "" {
+	if diff := cmp.Diff(want, rootfstest.Tree(t, rootDir)); diff != "" {
 		t.Errorf("root after MkdirAll (-want +got):\n%s", diff)
 	}
 }
@@ -472,7 +426,7 @@ func TestRemove(t *testing.T) {
 			t.Errorf("Remove(%s) = nil, want an error", p)
 		}
 	}
-	got := snapshot(t, rootDir)
+	got := rootfstest.Tree(t, rootDir)
 	for _, p := range []string{"etc/f", "etc/d"} {
 		if _, ok := got[p]; !ok {
 			t.Errorf("Remove removed %s", p)
