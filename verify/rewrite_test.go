@@ -104,8 +104,6 @@ func sortPlan(p *Plan) {
 	}
 }
 
-// hostTree is a directory's content: path -> "dir MODE UID:GID",
-// "file MODE UID:GID CONTENT" or "link TARGET UID:GID".
 func requireRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
