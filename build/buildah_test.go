@@ -28,6 +28,7 @@ import (
 	"github.com/mcbake/mcbake/internal/base"
 	"github.com/mcbake/mcbake/internal/buildahengine"
 	"github.com/mcbake/mcbake/internal/images"
+	"github.com/mcbake/mcbake/internal/images/imagestest"
 	"github.com/mcbake/mcbake/internal/layered"
 	"github.com/mcbake/mcbake/internal/machineconfig"
 	"github.com/mcbake/mcbake/internal/manifest"
@@ -106,17 +107,8 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	dir := t.TempDir()
 	t.Cleanup(func() { unmountUnder(t, dir) })
-	e := &env{dir: dir, cache: filepath.Join(dir, "cache")}
-	tmp := filepath.Join(dir, "tmp")
-	conf := filepath.Join(dir, "registries.conf")
-	for _, err := range []error{os.Mkdir(tmp, 0o755), os.WriteFile(conf, nil, 0o644)} {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Setenv("TMPDIR", tmp)
+	e := &env{dir: dir, cache: filepath.Join(dir, "cache"), images: imagestest.Isolate(t, dir)}
 	t.Setenv("XDG_RUNTIME_DIR", filepath.Join(dir, "run"))
-	e.images = images.Options{InsecurePolicy: true, CacheDir: filepath.Join(e.cache, "blobinfo"), RegistriesConf: conf}
 	return e
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcbake/mcbake/internal/base"
 	"github.com/mcbake/mcbake/internal/images"
+	"github.com/mcbake/mcbake/internal/images/imagestest"
 	"github.com/mcbake/mcbake/internal/machineconfig"
 	"github.com/mcbake/mcbake/internal/testbase"
 )
@@ -33,17 +34,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	dir := t.TempDir()
-	e := &env{dir: dir, cache: filepath.Join(dir, "cache")}
-	tmp := filepath.Join(dir, "tmp")
-	conf := filepath.Join(dir, "registries.conf")
-	for _, err := range []error{os.Mkdir(tmp, 0o755), os.WriteFile(conf, nil, 0o644)} {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Setenv("TMPDIR", tmp)
-	e.images = images.Options{InsecurePolicy: true, CacheDir: filepath.Join(e.cache, "blobinfo"), RegistriesConf: conf}
-	return e
+	return &env{dir: dir, cache: filepath.Join(dir, "cache"), images: imagestest.Isolate(t, dir)}
 }
 
 // writeBase writes the RHCOS-like test base with opts into the directory
