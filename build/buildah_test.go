@@ -27,6 +27,7 @@ import (
 
 	"github.com/mcbake/mcbake/internal/base"
 	"github.com/mcbake/mcbake/internal/buildahengine"
+	"github.com/mcbake/mcbake/internal/decompress"
 	"github.com/mcbake/mcbake/internal/images"
 	"github.com/mcbake/mcbake/internal/images/imagestest"
 	"github.com/mcbake/mcbake/internal/layered"
@@ -296,7 +297,7 @@ func applyLayer(layout string, l v1.Descriptor, fs map[string]*fsNode, inode map
 		return err
 	}
 	defer func() { err = errors.Join(err, f.Close()) }()
-	r, err := layered.Decompress(f)
+	r, err := decompress.Reader(f)
 	if err != nil {
 		return err
 	}

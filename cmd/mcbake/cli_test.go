@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/mcbake/mcbake/internal/decompress"
 	"github.com/mcbake/mcbake/internal/images"
 	"github.com/mcbake/mcbake/internal/layered"
 	"github.com/mcbake/mcbake/internal/manifest"
@@ -181,7 +182,7 @@ type layerEntry struct {
 
 func readLayer(t *testing.T, r io.Reader) map[string]layerEntry {
 	t.Helper()
-	dr, err := layered.Decompress(r)
+	dr, err := decompress.Reader(r)
 	if err != nil {
 		t.Fatal(err)
 	}

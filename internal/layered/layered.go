@@ -75,7 +75,7 @@ func Digest(b []byte) string {
 }
 
 func findFile(r io.Reader, name string) ([]byte, error) {
-	dr, err := Decompress(r)
+	dr, err := decompress.Reader(r)
 	if err != nil {
 		return nil, err
 	}
@@ -93,10 +93,4 @@ func findFile(r io.Reader, name string) ([]byte, error) {
 			return io.ReadAll(io.LimitReader(tr, 64<<20))
 		}
 	}
-}
-
-// Decompress returns the uncompressed stream of a layer blob (gzip, zstd
-// or plain tar, by magic bytes). Closing it does not close r.
-func Decompress(r io.Reader) (io.ReadCloser, error) {
-	return decompress.Reader(r)
 }
