@@ -29,11 +29,12 @@ test: vet
 	./hack/test-deps.sh
 	$(GO) test -tags "$(TAGS)" -count=1 -timeout 20m ./...
 	cd examples/tekton && $(GO) test -count=1 ./...
+	cd examples/library && CGO_ENABLED=0 $(GO) vet ./... && CGO_ENABLED=0 $(GO) test -count=1 ./...
 	$(MAKE) --no-print-directory fuzz
 
 fuzz:
-	$(GO) test -tags "$(TAGS)" -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMIN) ./internal/machineconfig
-	$(GO) test -tags "$(TAGS)" -run '^$$' -fuzz '^FuzzRender$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMIN) ./internal/render
+	$(GO) test -tags "$(TAGS)" -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMIN) ./machineconfig
+	$(GO) test -tags "$(TAGS)" -run '^$$' -fuzz '^FuzzRender$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMIN) ./render
 
 # Regenerate golden files: every package whose tests define -update.
 update-golden:

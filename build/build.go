@@ -16,24 +16,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcbake/mcbake/internal/base"
-	"github.com/mcbake/mcbake/internal/baseindex"
-	"github.com/mcbake/mcbake/internal/images"
-	"github.com/mcbake/mcbake/internal/layered"
-	"github.com/mcbake/mcbake/internal/machineconfig"
-	"github.com/mcbake/mcbake/internal/manifest"
-	"github.com/mcbake/mcbake/internal/render"
-)
-
-// Engines.
-const (
-	EngineAppend  = "append"
-	EngineBuildah = "buildah"
+	"github.com/mcbake/mcbake/image"
+	"github.com/mcbake/mcbake/machineconfig"
+	"github.com/mcbake/mcbake/manifest"
+	"github.com/mcbake/mcbake/render"
+	"github.com/opencontainers/go-digest"
 )
 
 // Options configure a build.
 type Options struct {
-	// Base and Output are containers-transport references.
+	// Base and Output are containers-transport references (Output is a
+	// directory for RenderOnly).
 	Base, Output   string
 	MachineConfigs []*machineconfig.MachineConfig
 	// Compression of the new layer: Gzip (default) or Zstd.
@@ -41,42 +34,90 @@ type Options struct {
 	// Timestamp is the mtime of every entry of the new layer and the
 	// image's creation time (from --timestamp or SOURCE_DATE_EPOCH).
 	Timestamp time.Time
-	Images    images.Options
+	Images    image.Options
 	// CacheDir holds the base index cache ("" = no cache).
 	CacheDir string
 	// Progress, when set, is told of the bytes read from each base layer.
 	Progress func(layer string, total, n int64)
-	// Engine is EngineAppend (default) or EngineBuildah;
-	// ContainerfileAppend (a file of extra Containerfile instructions)
-	// needs the buildah engine.
-	Engine, ContainerfileAppend string
+	// Engine builds the image; nil is the append engine (Image).
+	Engine Engine
+	// ContainerfileAppend is a file of extra Containerfile instructions
+	// (RPM installs, say) for RenderOnly and engines that build a
+	// Containerfile; the append engine refuses it.
+	ContainerfileAppend string
 }
 
-// Run builds with the engine opts.Engine names.
+// Engine builds the image of a prepared build from its Containerfile
+// context instead of appending the layer itself, e.g. build/buildah's.
+// Run calls it with the base closed (an engine opens the base again,
+// possibly in the same store).
+type Engine interface {
+	// Build writes the image of p to opts.Output and returns the digest
+	// of its manifest. The image must start with p.BaseDiffIDs.
+	Build(ctx context.Context, p *Prepared, opts Options) (digest.Digest, error)
+}
+
+// ErrAppendNeedsNoContainerfile is returned when the append engine is
+// given Containerfile instructions: it builds no Containerfile.
+var ErrAppendNeedsNoContainerfile = errors.New("extra Containerfile instructions need a Containerfile engine (buildah) or a render-only build")
+
+// Run builds the layered image with opts.Engine (the append engine when
+// nil).
 func Run(ctx context.Context, opts Options) (*Result, error) {
-	switch opts.Engine {
-	case "", EngineAppend:
+	if opts.Engine == nil {
 		if opts.ContainerfileAppend != "" {
-			return nil, errors.New("--containerfile-append needs --engine buildah or --render-only")
+			return nil, ErrAppendNeedsNoContainerfile
 		}
 		return Image(ctx, opts)
-	case EngineBuildah:
-		return Buildah(ctx, opts, opts.ContainerfileAppend)
 	}
-	return nil, fmt.Errorf("--engine %q: want append or buildah", opts.Engine)
+	p, err := prepareClosed(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	dgst, err := opts.Engine.Build(ctx, p, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Result{Digest: dgst, Manifest: p.Manifest, ManifestDigest: digest.FromBytes(p.ManifestJSON)}, nil
+}
+
+// RenderOnly is `mcbake build --render-only`: it renders the
+// MachineConfigs against opts.Base and writes the build context of
+// WriteContext into the directory opts.Output (not an image reference),
+// for buildah, podman, OpenShift Builds or Konflux to build.
+func RenderOnly(ctx context.Context, opts Options) (*Prepared, error) {
+	p, err := prepareClosed(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := WriteContext(opts.Output, p, opts.ContainerfileAppend); err != nil {
+		return nil, fmt.Errorf("writing the build context %s: %w", opts.Output, err)
+	}
+	return p, nil
+}
+
+// prepareClosed opens and indexes the base, prepares the build and closes
+// the base again.
+func prepareClosed(ctx context.Context, opts Options) (p *Prepared, err error) {
+	b, err := image.OpenBase(ctx, opts.Base, opts.baseOptions())
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, b.Close()) }()
+	return Prepare(b, opts)
 }
 
 // Result describes a built image.
 type Result struct {
-	Digest   string
+	Digest   digest.Digest
 	Manifest *manifest.Manifest
 	// ManifestDigest is the sha256 of the embedded manifest's bytes.
-	ManifestDigest string
+	ManifestDigest digest.Digest
 }
 
 // Image builds the layered image with the append engine.
 func Image(ctx context.Context, opts Options) (_ *Result, err error) {
-	b, err := base.Open(ctx, opts.Base, opts.baseOptions())
+	b, err := image.OpenBase(ctx, opts.Base, opts.baseOptions())
 	if err != nil {
 		return nil, err
 	}
@@ -90,56 +131,71 @@ func Image(ctx context.Context, opts Options) (_ *Result, err error) {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, os.RemoveAll(tmp)) }()
-	lf, err := writeLayer(tmp, layerEntries(p.Rendered.Entries, p.extra(), mtime(opts.Timestamp)), opts.Compression)
+	extra, err := p.extra()
+	if err != nil {
+		return nil, err
+	}
+	lf, err := writeLayer(tmp, layerEntries(p.Rendered.Entries, extra, opts.Time()), opts.Compression)
 	if err != nil {
 		return nil, fmt.Errorf("writing the new layer: %w", err)
 	}
-	dgst, err := images.Append(ctx, b.Image, opts.Output, images.AppendOptions{
-		Layer: images.NewLayer{Path: lf.path, Digest: lf.digest, DiffID: lf.diffID, Size: lf.size, MediaType: lf.mediaType,
+	dgst, err := image.Append(ctx, b.Image, opts.Output, image.AppendOptions{
+		Layer: image.NewLayer{Path: lf.path, Digest: lf.digest, DiffID: lf.diffID, Size: lf.size, MediaType: lf.mediaType,
 			History: "mcbake build: " + strings.Join(p.names(), ",")},
 		Labels:      p.Labels(),
 		Annotations: p.Annotations(),
-		Created:     mtime(opts.Timestamp),
+		Created:     opts.Time(),
 	}, opts.Images)
 	if err != nil {
 		return nil, fmt.Errorf("writing %s: %w", opts.Output, err)
 	}
-	return &Result{Digest: dgst.String(), Manifest: p.Manifest, ManifestDigest: layered.Digest(p.ManifestJSON)}, nil
+	return &Result{Digest: dgst, Manifest: p.Manifest, ManifestDigest: digest.FromBytes(p.ManifestJSON)}, nil
 }
 
 // Prepared is everything a build needs before writing an image: the base,
-// its index, the rendering against it and the ownership manifest. Both
-// engines start from it.
+// its tree, the rendering against it and the ownership manifest. Every
+// engine starts from it.
 type Prepared struct {
-	BaseRef, BaseDigest string
-	Index               *baseindex.Index
-	Rendered            *render.Result
-	Manifest            *manifest.Manifest
-	ManifestJSON        []byte
+	BaseRef    string
+	BaseDigest digest.Digest
+	// BaseDiffIDs are the base's layers' diff IDs: the built image starts
+	// with them.
+	BaseDiffIDs  []digest.Digest
+	Tree         render.Root
+	Rendered     *render.Result
+	Manifest     *manifest.Manifest
+	ManifestJSON []byte
 }
 
 // Prepare renders the MachineConfigs against an opened base and records
-// the manifest.
-func Prepare(b *base.Image, opts Options) (*Prepared, error) {
+// the manifest, with the base's state of every owned path.
+func Prepare(b *image.Base, opts Options) (*Prepared, error) {
 	merged := machineconfig.Merge(opts.MachineConfigs)
-	res, err := render.Render(merged, base.Root{Index: b.Index})
+	tree := b.Tree()
+	res, err := render.Render(merged, tree)
 	if err != nil {
 		return nil, err
 	}
 	m := res.Manifest(merged.MachineConfigs)
-	m.Base = &manifest.Image{Reference: portableName(opts.Base), Digest: b.Digest().String()}
+	m.Base = &manifest.Image{Reference: portableName(opts.Base), Digest: b.Digest()}
 	for i := range m.Entries {
-		m.Entries[i].Base = base.State(&m.Entries[i], b.Index)
+		if m.Entries[i].Base, err = render.BaseState(tree, m.Entries[i]); err != nil {
+			return nil, fmt.Errorf("%s: %w", m.Entries[i].Path, err)
+		}
 	}
 	raw, err := manifest.Marshal(m)
 	if err != nil {
 		return nil, err
 	}
-	return &Prepared{BaseRef: opts.Base, BaseDigest: b.Digest().String(), Index: b.Index, Rendered: res, Manifest: m, ManifestJSON: raw}, nil
+	p := &Prepared{BaseRef: opts.Base, BaseDigest: b.Digest(), Tree: tree, Rendered: res, Manifest: m, ManifestJSON: raw}
+	for _, l := range b.Layers() {
+		p.BaseDiffIDs = append(p.BaseDiffIDs, l.DiffID)
+	}
+	return p, nil
 }
 
-func (o Options) baseOptions() base.Options {
-	return base.Options{Images: o.Images, CacheDir: o.CacheDir, Progress: o.Progress}
+func (o Options) baseOptions() image.BaseOptions {
+	return image.BaseOptions{Images: o.Images, CacheDir: o.CacheDir, Progress: o.Progress}
 }
 
 func (p *Prepared) names() []string {
@@ -153,9 +209,9 @@ func (p *Prepared) names() []string {
 // Labels are the image config labels a build sets.
 func (p *Prepared) Labels() map[string]string {
 	return map[string]string{
-		layered.LabelManifestDigest: layered.Digest(p.ManifestJSON),
-		layered.LabelBaseDigest:     p.BaseDigest,
-		layered.LabelMachineConfigs: strings.Join(p.names(), ","),
+		image.LabelManifestDigest: digest.FromBytes(p.ManifestJSON).String(),
+		image.LabelBaseDigest:     p.BaseDigest.String(),
+		image.LabelMachineConfigs: strings.Join(p.names(), ","),
 	}
 }
 
@@ -165,46 +221,50 @@ func (p *Prepared) Labels() map[string]string {
 // base was and leak it into the image.
 func (p *Prepared) Annotations() map[string]string {
 	a := map[string]string{
-		layered.AnnotationBaseDigest: p.BaseDigest,
+		image.AnnotationBaseDigest: p.BaseDigest.String(),
 	}
 	if name := portableName(p.BaseRef); name != "" {
-		a[layered.AnnotationBaseName] = name
+		a[image.AnnotationBaseName] = name
 	}
 	return a
 }
 
 // extra returns the embedded manifest and the directories it needs that
 // neither the base nor the rendering has.
-func (p *Prepared) extra() []render.Entry {
+func (p *Prepared) extra() ([]render.Entry, error) {
 	have := map[string]bool{}
 	for _, e := range p.Rendered.Entries {
 		have[e.Where()] = true
 	}
 	var out []render.Entry
-	for d := path.Dir(layered.ManifestPath); d != "/"; d = path.Dir(d) {
-		if _, ok := p.Index.Lookup(strings.TrimPrefix(d, "/")); ok || have[d] {
+	for d := path.Dir(image.ManifestPath); d != "/"; d = path.Dir(d) {
+		if _, ok, err := p.Tree.Lstat(d); err != nil {
+			return nil, err
+		} else if ok || have[d] {
 			continue
 		}
 		out = append(out, render.Entry{Entry: manifest.Entry{Path: d, Type: manifest.Directory, Mode: 0o755}})
 	}
-	out = append(out, render.Entry{Entry: manifest.Entry{Path: layered.ManifestPath, Type: manifest.File, Mode: 0o644,
-		Size: int64(len(p.ManifestJSON))}, Content: p.ManifestJSON})
+	out = append(out, render.Entry{Entry: manifest.Entry{Path: image.ManifestPath, Type: manifest.File, Mode: 0o644,
+		Size: int64(len(p.ManifestJSON)), Digest: digest.FromBytes(p.ManifestJSON)}, Content: p.ManifestJSON})
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	return out
+	return out, nil
 }
 
 // portableName is ref as a name that means the same on any machine, or "".
 func portableName(ref string) string {
-	r, err := images.ParseReference(ref)
+	r, err := image.ParseReference(ref)
 	if err != nil {
 		return ""
 	}
 	return r.Name()
 }
 
-func mtime(t time.Time) time.Time {
-	if t.IsZero() {
+// Time is the build's timestamp as images record it: opts.Timestamp in
+// whole seconds, UTC, and the Unix epoch when it is zero.
+func (o Options) Time() time.Time {
+	if o.Timestamp.IsZero() {
 		return time.Unix(0, 0).UTC()
 	}
-	return t.Truncate(time.Second).UTC()
+	return o.Timestamp.Truncate(time.Second).UTC()
 }

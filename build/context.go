@@ -11,11 +11,10 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/mcbake/mcbake/image"
 	"github.com/mcbake/mcbake/internal/atomicdir"
-	"github.com/mcbake/mcbake/internal/baseindex"
-	"github.com/mcbake/mcbake/internal/layered"
-	"github.com/mcbake/mcbake/internal/manifest"
-	"github.com/mcbake/mcbake/internal/render"
+	"github.com/mcbake/mcbake/manifest"
+	"github.com/mcbake/mcbake/render"
 	"github.com/mcbake/mcbake/templates"
 )
 
@@ -79,25 +78,16 @@ func readAppend(file string) (string, error) {
 	}
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return "", fmt.Errorf("reading --containerfile-append: %w", err)
+		return "", fmt.Errorf("reading the extra Containerfile instructions: %w", err)
 	}
 	return strings.TrimRight(string(b), "\n"), nil
 }
 
-// node is one path of the context's rootfs, relative to it ("etc/foo").
-type node struct {
-	rel      string
-	typ      manifest.Type
-	mode     uint32
-	uid, gid int
-	content  []byte
-	target   string // a symlink's target; a hard link's rootfs path
-}
-
-// contextPlan is what a context holds: the rootfs nodes sorted by path
-// and the image paths to remove.
+// contextPlan is what a context holds: the rootfs entries sorted by path
+// (each at the path it occupies in the image, Path; hard links name the
+// path of the file they link to) and the image paths to remove.
 type contextPlan struct {
-	nodes  []*node
+	nodes  []render.Entry
 	remove []string
 }
 
@@ -105,70 +95,83 @@ type contextPlan struct {
 // them. A directory takes the rendered entry's metadata, else the base's,
 // else 0755 root:root (the manifest's parents).
 func planContext(p *Prepared) (*contextPlan, error) {
-	byPath := map[string]*node{}
-	written := map[string]string{} // requested or resolved path of a rendered file -> rel
+	byPath := map[string]render.Entry{}
+	written := map[string]string{} // requested or resolved path of a rendered file -> where
 	plan := &contextPlan{}
 	var links []render.Entry
 	for _, e := range p.Rendered.Entries {
-		rel := strings.TrimPrefix(e.Where(), "/")
+		where := e.Where()
 		switch e.Type {
 		case manifest.Absent:
-			plan.remove = append(plan.remove, e.Where())
+			plan.remove = append(plan.remove, where)
 			continue
 		case manifest.Hardlink:
 			links = append(links, e)
 			continue
 		case manifest.File:
-			written[e.Path], written[e.Where()] = rel, rel
+			written[e.Path], written[where] = where, where
 		}
-		byPath[rel] = &node{rel: rel, typ: e.Type, mode: uint32(e.Mode), uid: e.UID, gid: e.GID, content: e.Content, target: e.Target}
+		byPath[where] = at(e, where)
 	}
 	for _, e := range links {
 		target, ok := written[e.Target]
 		if !ok {
 			return nil, fmt.Errorf("%s: a Containerfile cannot make a hard link to %s, which only the base has", e.Path, e.Target)
 		}
-		if t := byPath[target]; t.uid != 0 || t.gid != 0 {
+		if t := byPath[target]; t.UID != 0 || t.GID != 0 {
 			return nil, fmt.Errorf("%s: a Containerfile cannot keep a hard link to %s, which is not owned by root", e.Path, e.Target)
 		}
-		rel := strings.TrimPrefix(e.Where(), "/")
-		byPath[rel] = &node{rel: rel, typ: manifest.Hardlink, target: target}
+		byPath[e.Where()] = render.Entry{Entry: manifest.Entry{Path: e.Where(), Type: manifest.Hardlink, Target: target}}
 	}
 	rendered := make([]string, 0, len(byPath))
-	for rel := range byPath {
-		rendered = append(rendered, rel)
+	for p := range byPath {
+		rendered = append(rendered, p)
 	}
-	for _, rel := range rendered {
-		addParents(byPath, rel, p.Index)
+	for _, rp := range rendered {
+		if err := addParents(byPath, rp, p.Tree); err != nil {
+			return nil, err
+		}
 	}
 	for _, n := range byPath {
 		plan.nodes = append(plan.nodes, n)
 	}
-	sort.Slice(plan.nodes, func(i, j int) bool { return plan.nodes[i].rel < plan.nodes[j].rel })
+	sort.Slice(plan.nodes, func(i, j int) bool { return plan.nodes[i].Path < plan.nodes[j].Path })
 	sort.Strings(plan.remove)
 	return plan, nil
 }
 
-// addParents adds the directories above rel that byPath lacks.
-func addParents(byPath map[string]*node, rel string, ix *baseindex.Index) {
-	for d := path.Dir(rel); d != "." && d != "/"; d = path.Dir(d) {
+// at is e placed at the path where, with no other path recorded.
+func at(e render.Entry, where string) render.Entry {
+	e.Path, e.ResolvedPath = where, ""
+	return e
+}
+
+// addParents adds the directories above p that byPath lacks, with the
+// base's metadata where the base has the directory.
+func addParents(byPath map[string]render.Entry, p string, tree render.Root) error {
+	for d := path.Dir(p); d != "/"; d = path.Dir(d) {
 		if _, ok := byPath[d]; ok {
 			continue
 		}
-		n := &node{rel: d, typ: manifest.Directory, mode: 0o755}
-		if b, ok := ix.Lookup(d); ok && b.Type == baseindex.Dir {
-			n.mode, n.uid, n.gid = b.Mode, int(b.UID), int(b.GID)
+		n := render.Entry{Entry: manifest.Entry{Path: d, Type: manifest.Directory, Mode: 0o755}}
+		b, ok, err := tree.Lstat(d)
+		if err != nil {
+			return err
+		}
+		if ok && b.Type == manifest.Directory {
+			n.Mode, n.UID, n.GID = b.Mode, b.UID, b.GID
 		}
 		byPath[d] = n
 	}
+	return nil
 }
 
 // chowned returns the nodes COPY must give an owner other than root.
 // Hard links share their target's owner.
-func (c *contextPlan) chowned() []*node {
-	var out []*node
+func (c *contextPlan) chowned() []render.Entry {
+	var out []render.Entry
 	for _, n := range c.nodes {
-		if n.typ != manifest.Hardlink && (n.uid != 0 || n.gid != 0) {
+		if n.Type != manifest.Hardlink && (n.UID != 0 || n.GID != 0) {
 			out = append(out, n)
 		}
 	}
@@ -177,7 +180,7 @@ func (c *contextPlan) chowned() []*node {
 
 // containerfileData fills the Containerfile template.
 func containerfileData(p *Prepared, plan *contextPlan, extra string) (*templates.ContainerfileData, error) {
-	from, err := fromReference(p.BaseRef, p.BaseDigest)
+	from, err := fromReference(p.BaseRef, p.BaseDigest.String())
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +192,7 @@ func containerfileData(p *Prepared, plan *contextPlan, extra string) (*templates
 		}
 		d.Chowns = append(d.Chowns, c)
 	}
-	args, err := templates.CopyArgs(ContextManifest, layered.ManifestPath)
+	args, err := templates.CopyArgs(ContextManifest, image.ManifestPath)
 	if err != nil {
 		return nil, err
 	}
@@ -206,20 +209,20 @@ func containerfileData(p *Prepared, plan *contextPlan, extra string) (*templates
 // chownCopy is the COPY that gives n its owner: it copies the contents of
 // chown/I (n's base name only, a directory without its children) into n's
 // parent directory, leaving that directory itself alone.
-func chownCopy(i int, n *node) (templates.Copy, error) {
-	flags := []string{fmt.Sprintf("--chown=%d:%d", n.uid, n.gid)}
-	if n.typ != manifest.Symlink {
-		flags = append(flags, fmt.Sprintf("--chmod=%04o", n.mode))
+func chownCopy(i int, n render.Entry) (templates.Copy, error) {
+	flags := []string{fmt.Sprintf("--chown=%d:%d", n.UID, n.GID)}
+	if n.Type != manifest.Symlink {
+		flags = append(flags, fmt.Sprintf("--chmod=%04o", uint32(n.Mode)))
 	}
 	dest := "/"
-	if parent := path.Dir(n.rel); parent != "." {
-		dest = "/" + parent + "/"
+	if parent := path.Dir(n.Path); parent != "/" {
+		dest = parent + "/"
 	}
 	args, err := templates.CopyArgs(chownDir(i)+"/", dest)
 	if err != nil {
-		return templates.Copy{}, fmt.Errorf("/%s: %w", n.rel, err)
+		return templates.Copy{}, fmt.Errorf("%s: %w", n.Path, err)
 	}
-	return templates.Copy{Comment: strconv.Quote("/" + n.rel), Flags: flags, Args: args}, nil
+	return templates.Copy{Comment: strconv.Quote(n.Path), Flags: flags, Args: args}, nil
 }
 
 func chownDir(i int) string { return ContextChown + "/" + strconv.Itoa(i) }
@@ -248,7 +251,7 @@ func labels(m map[string]string) ([]templates.Label, error) {
 func header(p *Prepared) []string {
 	h := []string{
 		"Generated by mcbake: MachineConfigs " + strings.Join(p.names(), ", "),
-		"rendered against " + p.BaseRef + " (" + p.BaseDigest + ").",
+		"rendered against " + p.BaseRef + " (" + p.BaseDigest.String() + ").",
 		"Build it from this directory, e.g.:",
 		"  buildah build --timestamp 0 \\",
 	}
@@ -297,114 +300,25 @@ func fromReference(ref, dgst string) (string, error) {
 // writeContextFiles writes the context into the empty directory dir.
 func writeContextFiles(dir string, p *Prepared, plan *contextPlan, data *templates.ContainerfileData) error {
 	chown := os.Geteuid() == 0
-	if err := writeNodes(filepath.Join(dir, ContextRootfs), plan.nodes, chown); err != nil {
+	if err := render.WriteEntries(filepath.Join(dir, ContextRootfs), plan.nodes, chown); err != nil {
 		return err
 	}
 	for i, n := range plan.chowned() {
-		staged := *n
-		staged.rel = path.Base(n.rel)
-		if err := writeNodes(filepath.Join(dir, chownDir(i)), []*node{&staged}, chown); err != nil {
+		if err := render.WriteEntries(filepath.Join(dir, chownDir(i)), []render.Entry{at(n, "/"+path.Base(n.Path))}, chown); err != nil {
 			return err
 		}
 	}
-	if err := writeFileMode(filepath.Join(dir, ContextManifest), p.ManifestJSON, 0o644); err != nil {
+	f, err := os.OpenFile(filepath.Join(dir, ContextManifest), os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(filepath.Join(dir, ContextContainerfile), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
+	_, err = f.Write(p.ManifestJSON)
+	if err = errors.Join(err, f.Chmod(0o644), f.Close()); err != nil {
+		return err
+	}
+	if f, err = os.OpenFile(filepath.Join(dir, ContextContainerfile), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644); err != nil {
 		return err
 	}
 	err = templates.Execute(f, templates.Containerfile, data)
 	return errors.Join(err, f.Close(), os.Chmod(dir, 0o755))
-}
-
-// writeNodes creates root (0755) and the nodes under it, sorted by path
-// (parents first); owners are set when chown is true. Hard links are made
-// once their targets exist; directory modes are set last, deepest first,
-// so a read-only directory does not stop its children from being written.
-func writeNodes(root string, nodes []*node, chown bool) error {
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return err
-	}
-	var dirs, links []*node
-	for _, n := range nodes {
-		switch n.typ {
-		case manifest.Hardlink:
-			links = append(links, n)
-			continue
-		case manifest.Directory:
-			dirs = append(dirs, n)
-		}
-		if err := writeNode(root, n, chown); err != nil {
-			return fmt.Errorf("writing /%s: %w", n.rel, err)
-		}
-	}
-	for _, n := range links {
-		if err := os.Link(filepath.Join(root, n.target), filepath.Join(root, n.rel)); err != nil {
-			return fmt.Errorf("writing /%s: %w", n.rel, err)
-		}
-	}
-	for i := len(dirs) - 1; i >= 0; i-- {
-		if err := os.Chmod(filepath.Join(root, dirs[i].rel), fileMode(dirs[i].mode)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func writeNode(root string, n *node, chown bool) error {
-	p := filepath.Join(root, n.rel)
-	var err error
-	switch n.typ {
-	case manifest.File:
-		err = writeFileMode(p, n.content, 0o600)
-	case manifest.Directory:
-		err = os.Mkdir(p, 0o700)
-	case manifest.Symlink:
-		err = os.Symlink(n.target, p)
-	default:
-		err = fmt.Errorf("unknown entry type %q", n.typ)
-	}
-	if err != nil {
-		return err
-	}
-	if chown {
-		if err := os.Lchown(p, n.uid, n.gid); err != nil {
-			return err
-		}
-	}
-	if n.typ == manifest.File {
-		// After the chown, which clears setuid and setgid.
-		return os.Chmod(p, fileMode(n.mode))
-	}
-	return nil
-}
-
-// writeFileMode creates the regular file p (never following a symlink,
-// never replacing anything) with data and the permission bits perm.
-func writeFileMode(p string, data []byte, perm os.FileMode) (err error) {
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, f.Close()) }()
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	return f.Chmod(perm)
-}
-
-// fileMode converts Unix permission bits (07777) to an os.FileMode.
-func fileMode(m uint32) os.FileMode {
-	mode := os.FileMode(m & 0o777)
-	if m&syscall.S_ISUID != 0 {
-		mode |= os.ModeSetuid
-	}
-	if m&syscall.S_ISGID != 0 {
-		mode |= os.ModeSetgid
-	}
-	if m&syscall.S_ISVTX != 0 {
-		mode |= os.ModeSticky
-	}
-	return mode
 }

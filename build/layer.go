@@ -15,8 +15,8 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/opencontainers/go-digest"
 
-	"github.com/mcbake/mcbake/internal/manifest"
-	"github.com/mcbake/mcbake/internal/render"
+	"github.com/mcbake/mcbake/manifest"
+	"github.com/mcbake/mcbake/render"
 )
 
 // Compression algorithms for the new layer.

@@ -1,16 +1,16 @@
-package build
+package build_test
 
 import (
 	"os"
 	"testing"
 
-	"github.com/mcbake/mcbake/internal/buildahengine"
+	"github.com/mcbake/mcbake/build/buildah"
 )
 
 // TestMain lets buildah run its re-executed helpers (chroot, copier) out of
 // the test binary.
 func TestMain(m *testing.M) {
-	if buildahengine.InitReexec() {
+	if buildah.InitReexec() {
 		return
 	}
 	os.Exit(m.Run())

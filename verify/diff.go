@@ -1,211 +1,54 @@
-// Package verify checks layered images against their bases: Diff predicts,
-// with ostree's real /etc merge rules (DESIGN.md §2), what a revert from a
-// layered image to a base does to every owned path; Plan lists the paths a
-// node must rewrite after such a revert; Rewrite and OnDisk repair and
-// validate a node's root filesystem.
 package verify
 
 import (
-	"path"
-	"sort"
-	"strings"
+	"context"
+	"errors"
 
-	"github.com/mcbake/mcbake/internal/base"
-	"github.com/mcbake/mcbake/internal/baseindex"
-	"github.com/mcbake/mcbake/internal/manifest"
-	"github.com/mcbake/mcbake/internal/render"
+	"github.com/mcbake/mcbake/image"
+	"github.com/mcbake/mcbake/manifest"
+	"github.com/mcbake/mcbake/revert"
 )
 
-// Zone is how an ostree deployment treats a path.
-type Zone string
-
-// Zones.
-const (
-	// ZoneEtc is three-way merged on every deploy.
-	ZoneEtc Zone = "etc"
-	// ZoneUsr is replaced by the new image; a node cannot rewrite it. Every
-	// path outside /etc and /var is in this zone.
-	ZoneUsr Zone = "usr"
-	// ZoneVar is never touched by a deploy.
-	ZoneVar Zone = "var"
-	// ZoneDropped is never deployed (/run, /tmp, /proc, /sys, /dev).
-	ZoneDropped Zone = "dropped"
-)
-
-// Outcome is what a revert does to an owned path.
-type Outcome string
-
-// Outcomes. Removed, Reverted, Restored and Lost are clobbers.
-const (
-	// Kept: after the revert the node has what the MachineConfig wants:
-	// the base has exactly that, or the node's own copy survives the
-	// merge (see mcdStored).
-	Kept Outcome = "kept"
-	// Removed: the node's copy is an unmodified default of the image and
-	// the base lacks the path, so the merge deletes it.
-	Removed Outcome = "removed"
-	// Reverted: the base's different default replaces the node's copy.
-	Reverted Outcome = "reverted"
-	// Restored: the MachineConfig removes the path (a disabled unit's
-	// enablement link) and the base's default brings it back.
-	Restored Outcome = "restored"
-	// Lost: under /usr (or another replaced path): the base's version
-	// wins and the node cannot rewrite it.
-	Lost Outcome = "lost"
-	// Untouched: under /var; deploys never touch it.
-	Untouched Outcome = "untouched"
-	// Dropped: never deployed at all.
-	Dropped Outcome = "dropped"
-)
-
-// Clobbers reports whether the outcome leaves the path different from
-// what the MachineConfig wants.
-func (o Outcome) Clobbers() bool {
-	return o == Removed || o == Reverted || o == Restored || o == Lost
+// DiffOptions name the layered image (or its manifest file) and the base
+// a node would revert to.
+type DiffOptions struct {
+	Base string
+	// Exactly one of Image (a layered image reference) and ManifestFile.
+	Image, ManifestFile string
+	Images              image.Options
+	CacheDir            string
+	// Progress, when set, is told of the bytes read from each base layer.
+	Progress func(layer string, total, n int64)
 }
 
-// droppedRoots are never deployed by ostree-container import.
-var droppedRoots = []string{"/run", "/tmp", "/proc", "/sys", "/dev"}
+// ErrImageOrManifest is returned by Diff unless exactly one of the
+// layered image and its manifest file is given.
+var ErrImageOrManifest = errors.New("give exactly one of the layered image and its manifest file")
 
-// ZoneOf classifies an absolute path already resolved through the base's
-// symlinks.
-func ZoneOf(p string) Zone {
-	for _, d := range droppedRoots {
-		if under(p, d) {
-			return ZoneDropped
-		}
+// Diff reads the layered image's ownership manifest (from the image or
+// the file), opens and indexes the base, and predicts the revert with
+// revert.Diff.
+func Diff(ctx context.Context, o DiffOptions) (_ *revert.Report, err error) {
+	if (o.Image == "") == (o.ManifestFile == "") {
+		return nil, ErrImageOrManifest
 	}
-	switch {
-	case under(p, "/etc"):
-		return ZoneEtc
-	case under(p, "/var"):
-		return ZoneVar
-	}
-	return ZoneUsr
-}
-
-func under(p, dir string) bool {
-	return p == dir || strings.HasPrefix(p, dir+"/")
-}
-
-// Entry is the predicted fate of one owned path.
-type Entry struct {
-	// Path is where the owned path lands in the base (resolved through
-	// the base's symlinks); RequestedPath is the MachineConfig's path when
-	// different.
-	Path          string          `json:"path"`
-	RequestedPath string          `json:"requestedPath,omitempty"`
-	Type          manifest.Type   `json:"type"`
-	Zone          Zone            `json:"zone"`
-	Base          manifest.State  `json:"base"`
-	Differs       []string        `json:"differs,omitempty"`
-	Clobbered     bool            `json:"clobbered"`
-	Outcome       Outcome         `json:"outcome"`
-	Reason        string          `json:"reason"`
-	Source        manifest.Source `json:"source"`
-	// Want is the owned entry as the MachineConfig defines it.
-	Want manifest.Entry `json:"-"`
-}
-
-// Compare predicts, for every entry of a layered image's manifest, what a
-// revert to the base indexed by ix does, assuming the node's copy is
-// exactly what the image baked (the MCD writes the same content). Entries
-// come back sorted by resolved path.
-func Compare(m *manifest.Manifest, ix *baseindex.Index) []Entry {
-	root := base.Root{Index: ix}
-	out := make([]Entry, 0, len(m.Entries))
-	for _, me := range m.Entries {
-		out = append(out, classify(me, root, ix))
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	return out
-}
-
-func classify(me manifest.Entry, root base.Root, ix *baseindex.Index) Entry {
-	rp, err := render.Locate(root, me.Path, me.Type == manifest.Directory)
+	m, ref, err := layeredManifest(ctx, o)
 	if err != nil {
-		rp = path.Clean(me.Path)
+		return nil, err
 	}
-	at := me
-	at.ResolvedPath = rp
-	st := base.State(&at, ix)
-	e := Entry{Path: rp, Type: me.Type, Zone: ZoneOf(rp), Base: st.State, Differs: st.Differs, Source: me.Source, Want: me}
-	if rp != me.Path {
-		e.RequestedPath = me.Path
+	b, err := image.OpenBase(ctx, o.Base, image.BaseOptions{Images: o.Images, CacheDir: o.CacheDir, Progress: o.Progress})
+	if err != nil {
+		return nil, err
 	}
-	e.Outcome, e.Reason = outcome(e.Zone, me.Type, st)
-	if e.Zone == ZoneEtc {
-		if reason, ok := mcdStored(me, rp, root); ok {
-			e.Outcome, e.Reason = Kept, reason
-		}
-	}
-	e.Clobbered = e.Outcome.Clobbers()
-	return e
+	defer func() { err = errors.Join(err, b.Close()) }()
+	return revert.Diff(m, ref, revert.ImageRef{Reference: o.Base, Digest: b.Digest()}, b.Tree())
 }
 
-// mcdStored reports whether the merge keeps the node's own copy of an
-// owned path because the machine-config-daemon writes
-// render.CurrentConfig after staging every update, with the new
-// MachineConfig (on a revert its osImageURL names the base, so it never
-// equals what the layered image baked). ostree therefore sees the file
-// modified (or added) and copies it over the base's /etc, and recreates
-// its parent directory from the node's copy, replacing the base's mode
-// and owners or its absence (TestRevertEndToEnd checks this against real
-// ostree). Rewriting either would put back a config the node no longer
-// runs.
-func mcdStored(me manifest.Entry, rp string, root base.Root) (string, bool) {
-	if me.Path == render.CurrentConfig {
-		return "the machine-config-daemon stores the new config here after staging the revert: the node's copy is modified, so the merge keeps it", true
+func layeredManifest(ctx context.Context, o DiffOptions) (*manifest.Manifest, revert.ImageRef, error) {
+	if o.ManifestFile != "" {
+		m, err := manifest.ReadFile(o.ManifestFile)
+		return m, revert.ImageRef{Reference: o.ManifestFile}, err
 	}
-	cc, err := root.Resolve(render.CurrentConfig)
-	if err != nil || me.Type != manifest.Directory || rp != path.Dir(cc) {
-		return "", false
-	}
-	return "parent of the config the machine-config-daemon stores after staging the revert: the merge recreates it from the node's copy", true
-}
-
-// outcome applies DESIGN.md §2's table for a node whose copy equals the
-// layered image's default.
-func outcome(z Zone, t manifest.Type, st *manifest.BaseState) (Outcome, string) {
-	switch z {
-	case ZoneDropped:
-		return Dropped, "never deployed: ostree-container import drops this directory"
-	case ZoneVar:
-		return Untouched, "under /var: deploys never touch it (baked content reaches only newly provisioned nodes)"
-	}
-	same := st.State == manifest.StateSame || (t == manifest.Absent && st.State == manifest.StateAbsent)
-	if same {
-		return Kept, "the base has what the MachineConfig wants"
-	}
-	if z == ZoneUsr {
-		return Lost, "replaced by the base on rebase; a node cannot rewrite it"
-	}
-	switch {
-	case t == manifest.Absent:
-		return Restored, "the MachineConfig removes it; unmodified on the node, so the merge takes the base's default and it comes back"
-	case st.State == manifest.StateAbsent:
-		return Removed, "unmodified default of the layered image that the base lacks: the merge deletes it"
-	}
-	return Reverted, "unmodified default of the layered image: the merge takes the base's version (differs: " + strings.Join(st.Differs, ", ") + ")"
-}
-
-// Summary counts a diff's entries.
-type Summary struct {
-	Total     int             `json:"total"`
-	Clobbered int             `json:"clobbered"`
-	ByOutcome map[Outcome]int `json:"byOutcome"`
-	ByZone    map[Zone]int    `json:"byZone"`
-}
-
-// Summarize counts entries by outcome and zone.
-func Summarize(entries []Entry) Summary {
-	s := Summary{Total: len(entries), ByOutcome: map[Outcome]int{}, ByZone: map[Zone]int{}}
-	for _, e := range entries {
-		s.ByOutcome[e.Outcome]++
-		s.ByZone[e.Zone]++
-		if e.Clobbered {
-			s.Clobbered++
-		}
-	}
-	return s
+	m, _, dgst, err := image.ManifestOf(ctx, o.Image, o.Images)
+	return m, revert.ImageRef{Reference: o.Image, Digest: dgst}, err
 }

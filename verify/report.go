@@ -1,117 +1,176 @@
 package verify
 
 import (
-	"encoding/json"
+	"cmp"
 	"fmt"
-	"io"
-	"sort"
-	"text/tabwriter"
+	"slices"
+	"strings"
 
-	"github.com/mcbake/mcbake/internal/baseindex"
-	"github.com/mcbake/mcbake/internal/manifest"
+	"github.com/opencontainers/go-digest"
 )
+
+// SchemaVersion is the version of the JSON report format.
+const SchemaVersion = 1
+
+// Finding is one problem a rule found.
+type Finding struct {
+	Rule     string   `json:"rule"`
+	Name     string   `json:"name"`
+	Severity Severity `json:"severity"`
+	// Path is the filesystem path concerned, as the MachineConfig asks
+	// for it ("" when the finding is not about one path).
+	Path string `json:"path,omitempty"`
+	// MachineConfig, File and Field locate the finding in the input: the
+	// MachineConfig's name, the file it was read from and the JSON path
+	// of the Ignition field (spec.config.storage.files[3].mode).
+	MachineConfig string `json:"machineConfig,omitempty"`
+	File          string `json:"file,omitempty"`
+	Field         string `json:"field,omitempty"`
+	// Line is the 1-based line of Field in File (0 = unknown): the line of
+	// the deepest part of the field's path that the file has.
+	Line    int    `json:"line,omitempty"`
+	Message string `json:"message"`
+	// Paths lists the paths of a finding about several (revert-clobber).
+	Paths []string `json:"paths,omitempty"`
+}
+
+// Input names one MachineConfig that was checked.
+type Input struct {
+	Name   string        `json:"name"`
+	File   string        `json:"file"`
+	Digest digest.Digest `json:"digest"`
+}
 
 // ImageRef names an image by reference and manifest digest.
 type ImageRef struct {
-	Reference string `json:"reference,omitempty"`
-	Digest    string `json:"digest,omitempty"`
+	Reference string        `json:"reference"`
+	Digest    digest.Digest `json:"digest"`
 }
 
-// Report is the result of Diff.
+// NotRun is a rule that did not run, and why.
+type NotRun struct {
+	Rule   string `json:"rule"`
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
+}
+
+// Summary counts findings by severity.
+type Summary struct {
+	Errors   int `json:"error"`
+	Warnings int `json:"warning"`
+	Infos    int `json:"info"`
+}
+
+// Tool names the program that wrote a report.
+type Tool struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// Report is the result of a verification. Its JSON encoding is the
+// documented report format (docs/verify.md).
 type Report struct {
-	Base    ImageRef `json:"base"`
-	Image   ImageRef `json:"image"`
-	Entries []Entry  `json:"entries"`
-	Summary Summary  `json:"summary"`
+	SchemaVersion  int       `json:"schemaVersion"`
+	Tool           Tool      `json:"tool"`
+	MachineConfigs []Input   `json:"machineConfigs"`
+	Base           *ImageRef `json:"base,omitempty"`
+	Image          *ImageRef `json:"image,omitempty"`
+	// FailOn is the threshold; Failed says whether a finding reaches it.
+	FailOn   Threshold `json:"failOn"`
+	Failed   bool      `json:"failed"`
+	Summary  Summary   `json:"summary"`
+	Findings []Finding `json:"findings"`
+	NotRun   []NotRun  `json:"notRun"`
 }
 
-// Diff predicts what a revert from the layered image whose manifest is m
-// to the base indexed by ix does to every owned path.
-func Diff(m *manifest.Manifest, image ImageRef, b ImageRef, ix *baseindex.Index) *Report {
-	entries := Compare(m, ix)
-	return &Report{Base: b, Image: image, Entries: entries, Summary: Summarize(entries)}
+// Threshold is the least severity that fails a verification.
+type Threshold string
+
+// Thresholds.
+const (
+	FailOnError   Threshold = "error"
+	FailOnWarning Threshold = "warning"
+	FailOnInfo    Threshold = "info"
+	FailNever     Threshold = "never"
+)
+
+// ParseThreshold reads a threshold by name.
+func ParseThreshold(s string) (Threshold, error) {
+	switch t := Threshold(s); t {
+	case FailOnError, FailOnWarning, FailOnInfo, FailNever:
+		return t, nil
+	}
+	return "", fmt.Errorf("threshold %q: want error, warning, info or never", s)
 }
 
-// Clobbered returns the resolved paths the report marks clobbered, sorted.
-func (r *Report) Clobbered() []string {
-	var out []string
-	for _, e := range r.Entries {
-		if e.Clobbered {
-			out = append(out, e.Path)
+// Fails reports whether a finding of severity s reaches the threshold.
+func (t Threshold) Fails(s Severity) bool {
+	if t == FailNever {
+		return false
+	}
+	return s.rank() >= Severity(t).rank()
+}
+
+// finish sorts the findings and fills in the summary and verdict.
+func (r *Report) finish() {
+	slices.SortStableFunc(r.Findings, compareFindings)
+	r.Summary = Summary{}
+	r.Failed = false
+	for _, f := range r.Findings {
+		switch f.Severity {
+		case Error:
+			r.Summary.Errors++
+		case Warning:
+			r.Summary.Warnings++
+		case Info:
+			r.Summary.Infos++
+		}
+		r.Failed = r.Failed || r.FailOn.Fails(f.Severity)
+	}
+	if r.Findings == nil {
+		r.Findings = []Finding{}
+	}
+	if r.NotRun == nil {
+		r.NotRun = []NotRun{}
+	}
+	if r.MachineConfigs == nil {
+		r.MachineConfigs = []Input{}
+	}
+	slices.SortFunc(r.NotRun, func(a, b NotRun) int { return strings.Compare(a.Rule, b.Rule) })
+}
+
+// compareFindings orders by severity (most serious first), rule, file,
+// line, MachineConfig, field, path and message.
+func compareFindings(a, b Finding) int {
+	return cmp.Or(
+		b.Severity.rank()-a.Severity.rank(),
+		strings.Compare(a.Rule, b.Rule),
+		strings.Compare(a.File, b.File),
+		a.Line-b.Line,
+		strings.Compare(a.MachineConfig, b.MachineConfig),
+		strings.Compare(a.Field, b.Field),
+		strings.Compare(a.Path, b.Path),
+		strings.Compare(a.Message, b.Message),
+	)
+}
+
+// ByRule returns the findings of one rule.
+func (r *Report) ByRule(id string) []Finding {
+	var out []Finding
+	for _, f := range r.Findings {
+		if f.Rule == id {
+			out = append(out, f)
 		}
 	}
-	sort.Strings(out)
 	return out
 }
 
-// WriteJSON writes the report as indented JSON.
-func (r *Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
-}
-
-// outcomeOrder is the order outcome groups are printed in: clobbers first.
-var outcomeOrder = []Outcome{Removed, Reverted, Restored, Lost, Kept, Untouched, Dropped}
-
-// WriteText writes a table grouped by outcome, clobbers first; color adds
-// ANSI colours (only for terminals).
-func (r *Report) WriteText(w io.Writer, color bool) error {
-	paint := func(code, s string) string {
-		if !color {
-			return s
-		}
-		return "\x1b[" + code + "m" + s + "\x1b[0m"
-	}
-	fmt.Fprintf(w, "revert %s -> base %s\n", orDash(r.Image.Reference), orDash(r.Base.Reference))
-	fmt.Fprintf(w, "%d owned paths, %s", r.Summary.Total, paint(clobberColor(r.Summary.Clobbered), fmt.Sprintf("%d clobbered", r.Summary.Clobbered)))
-	for _, o := range outcomeOrder {
-		if n := r.Summary.ByOutcome[o]; n > 0 {
-			fmt.Fprintf(w, ", %d %s", n, o)
+// notRunReason returns why a rule did not run, or "".
+func (r *Report) notRunReason(id string) string {
+	for _, n := range r.NotRun {
+		if n.Rule == id {
+			return n.Reason
 		}
 	}
-	fmt.Fprint(w, "\n\n")
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	for _, o := range outcomeOrder {
-		var group []Entry
-		for _, e := range r.Entries {
-			if e.Outcome == o {
-				group = append(group, e)
-			}
-		}
-		if len(group) == 0 {
-			continue
-		}
-		head := fmt.Sprintf("%s (%d)", o, len(group))
-		if o.Clobbers() {
-			head = paint("1;31", head+" — clobbered")
-		}
-		fmt.Fprintln(tw, head)
-		for _, e := range group {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", e.Path, e.Type, e.Zone, baseText(e), e.Source.MachineConfig+" "+e.Source.Field)
-		}
-		fmt.Fprintln(tw)
-	}
-	return tw.Flush()
-}
-
-func clobberColor(n int) string {
-	if n > 0 {
-		return "1;31"
-	}
-	return "32"
-}
-
-func baseText(e Entry) string {
-	if e.Base == manifest.StateDiffers {
-		return fmt.Sprintf("base differs %v", e.Differs)
-	}
-	return "base " + string(e.Base)
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
+	return ""
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -9,8 +10,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mcbake/mcbake/build"
-	"github.com/mcbake/mcbake/internal/machineconfig"
+	"github.com/mcbake/mcbake/build/buildah"
 	"github.com/mcbake/mcbake/internal/progress"
+	"github.com/mcbake/mcbake/machineconfig"
 )
 
 func newBuildCommand() *cobra.Command {
@@ -20,6 +22,7 @@ func newBuildCommand() *cobra.Command {
 		opts                  build.Options
 		timestamp, digestFile string
 		quiet, renderOnly     bool
+		engine                string
 	)
 	cmd := &cobra.Command{
 		Use:   "build --base IMAGE -f MC... -o IMAGE",
@@ -46,8 +49,11 @@ containers-storage:NAME or docker://REF.`,
 			}
 			rep := progress.New(cmd.ErrOrStderr(), quiet)
 			opts.Progress = func(layer string, total, n int64) { rep.Update(short(layer), total, n) }
+			if opts.Engine, err = engineNamed(engine); err != nil {
+				return err
+			}
 			if renderOnly {
-				p, err := build.RenderOnly(cmd.Context(), opts, opts.ContainerfileAppend)
+				p, err := build.RenderOnly(cmd.Context(), opts)
 				rep.Wait()
 				if err != nil {
 					return err
@@ -57,11 +63,14 @@ containers-storage:NAME or docker://REF.`,
 			}
 			res, err := build.Run(cmd.Context(), opts)
 			rep.Wait()
+			if errors.Is(err, build.ErrAppendNeedsNoContainerfile) {
+				return errors.New("--containerfile-append needs --engine buildah or --render-only")
+			}
 			if err != nil {
 				return err
 			}
 			if digestFile != "" {
-				if err := writeFileAtomic(digestFile, []byte(res.Digest)); err != nil {
+				if err := writeFileAtomic(digestFile, []byte(res.Digest.String())); err != nil {
 					return err
 				}
 			}
@@ -81,12 +90,29 @@ containers-storage:NAME or docker://REF.`,
 	fl.StringVar(&timestamp, "timestamp", "", "layer mtime and image creation time, Unix seconds (default: $SOURCE_DATE_EPOCH, else 0)")
 	fl.StringVar(&digestFile, "digestfile", "", "write the resulting image digest to this file")
 	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress output")
-	fl.StringVar(&opts.Engine, "engine", build.EngineAppend, "append (native, default) or buildah (buildah's library, from templates/Containerfile.tmpl)")
+	fl.StringVar(&engine, "engine", engineAppend, "append (native, default) or buildah (buildah's library, from templates/Containerfile.tmpl)")
 	fl.BoolVar(&renderOnly, "render-only", false, "write the Containerfile and its context to -o DIR for an external builder, build nothing")
 	fl.StringVar(&opts.ContainerfileAppend, "containerfile-append", "", "extra Containerfile instructions (buildah engine and --render-only), e.g. RPM installs")
 	_ = cmd.MarkFlagRequired("base")
 	_ = cmd.MarkFlagRequired("output")
 	return cmd
+}
+
+// Engines --engine names.
+const (
+	engineAppend  = "append"
+	engineBuildah = "buildah"
+)
+
+// engineNamed is the build.Engine --engine names (nil: append).
+func engineNamed(name string) (build.Engine, error) {
+	switch name {
+	case "", engineAppend:
+		return nil, nil
+	case engineBuildah:
+		return buildah.Engine{}, nil
+	}
+	return nil, fmt.Errorf("--engine %q: want append or buildah", name)
 }
 
 // buildTime picks --timestamp, else SOURCE_DATE_EPOCH, else the epoch.

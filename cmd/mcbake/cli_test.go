@@ -14,16 +14,16 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/opencontainers/go-digest"
 
+	"github.com/mcbake/mcbake/image"
 	"github.com/mcbake/mcbake/internal/decompress"
-	"github.com/mcbake/mcbake/internal/images"
-	"github.com/mcbake/mcbake/internal/layered"
-	"github.com/mcbake/mcbake/internal/manifest"
 	"github.com/mcbake/mcbake/internal/testbase"
+	"github.com/mcbake/mcbake/manifest"
 )
 
 func TestMain(m *testing.M) {
-	if images.InitReexec() {
+	if image.InitReexec() {
 		return
 	}
 	// The node script test runs this test binary as mcbake.
@@ -140,13 +140,13 @@ func TestBuildIsReproducibleAndReadable(t *testing.T) {
 // content digest and link target, and absent entries are whiteouts.
 func checkLayerMatchesManifest(t *testing.T, layout string, m *manifest.Manifest) {
 	t.Helper()
-	im, err := images.Open(context.Background(), "oci:"+layout+":latest", images.Options{InsecurePolicy: true, CacheDir: t.TempDir()})
+	im, err := image.Open(context.Background(), "oci:"+layout+":latest", image.Options{InsecurePolicy: true, CacheDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer im.Close()
-	if got, want := im.Labels()[layered.LabelMachineConfigs], "60-owners-and-links,rendered-worker-aws-fixture"; got != want {
-		t.Errorf("label %s = %q, want %q", layered.LabelMachineConfigs, got, want)
+	if got, want := im.Labels()[image.LabelMachineConfigs], "60-owners-and-links,rendered-worker-aws-fixture"; got != want {
+		t.Errorf("label %s = %q, want %q", image.LabelMachineConfigs, got, want)
 	}
 	rc, err := im.TopLayer(context.Background())
 	if err != nil {
@@ -156,7 +156,7 @@ func checkLayerMatchesManifest(t *testing.T, layout string, m *manifest.Manifest
 	got := readLayer(t, rc)
 	for _, e := range m.Entries {
 		name := strings.TrimPrefix(e.Where(), "/")
-		want := layerEntry{Type: string(e.Type), Mode: uint32(e.Mode), UID: e.UID, GID: e.GID, Digest: e.Digest, Target: e.Target}
+		want := layerEntry{Type: string(e.Type), Mode: uint32(e.Mode), UID: e.UID, GID: e.GID, Digest: string(e.Digest), Target: e.Target}
 		switch e.Type {
 		case manifest.Absent:
 			name, want = filepath.Join(filepath.Dir(name), ".wh."+filepath.Base(name)), layerEntry{Type: "file"}
@@ -208,7 +208,7 @@ func readLayer(t *testing.T, r io.Reader) map[string]layerEntry {
 			if strings.Contains(name, ".wh.") {
 				le = layerEntry{Type: "file"}
 			} else {
-				le.Digest = layered.Digest(b)
+				le.Digest = digest.FromBytes(b).String()
 			}
 		case tar.TypeDir:
 			le.Type = "directory"
@@ -256,7 +256,7 @@ func TestBuildFromEveryTransport(t *testing.T) {
 			if m.Base.Reference != wantName {
 				t.Errorf("manifest base = %q, want %q", m.Base.Reference, wantName)
 			}
-			if name != "docker-archive" && m.Base.Digest != baseDigest {
+			if name != "docker-archive" && m.Base.Digest.String() != baseDigest {
 				t.Errorf("manifest base digest = %s, want %s", m.Base.Digest, baseDigest)
 			}
 		})

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mcbake/mcbake/internal/progress"
+	"github.com/mcbake/mcbake/revert"
 	"github.com/mcbake/mcbake/verify"
 )
 
@@ -33,15 +35,19 @@ func (f *diffFlags) register(cmd *cobra.Command, allowManifest bool) {
 }
 
 // report runs the diff: one library call.
-func (f *diffFlags) report(cmd *cobra.Command) (*verify.Report, error) {
+func (f *diffFlags) report(cmd *cobra.Command) (*revert.Report, error) {
 	opts, cacheDir, err := f.img.options(cmd)
 	if err != nil {
 		return nil, err
 	}
 	rep := progress.New(cmd.ErrOrStderr(), f.quiet)
 	defer rep.Wait()
-	return verify.DiffImages(cmd.Context(), verify.DiffOptions{Base: f.baseRef, Image: f.imageRef, ManifestFile: f.manifestFile,
+	r, err := verify.Diff(cmd.Context(), verify.DiffOptions{Base: f.baseRef, Image: f.imageRef, ManifestFile: f.manifestFile,
 		Images: opts, CacheDir: cacheDir, Progress: func(layer string, total, n int64) { rep.Update(short(layer), total, n) }})
+	if errors.Is(err, verify.ErrImageOrManifest) {
+		return nil, errors.New("give exactly one of --image IMAGE or --manifest FILE")
+	}
+	return r, err
 }
 
 func newDiffCommand() *cobra.Command {
@@ -94,11 +100,11 @@ func newPlanCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			p, err := verify.NewPlan(r)
+			p, err := revert.NewPlan(r)
 			if err != nil {
 				return err
 			}
-			b, err := verify.MarshalPlan(p)
+			b, err := revert.MarshalPlan(p)
 			if err != nil {
 				return err
 			}

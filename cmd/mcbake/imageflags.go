@@ -7,12 +7,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mcbake/mcbake/internal/images"
+	"github.com/mcbake/mcbake/image"
 )
 
 // imageFlags are the flags every command that reads or writes images takes.
 type imageFlags struct {
-	opts      images.Options
+	opts      image.Options
 	tlsVerify bool
 	cacheDir  string
 }
@@ -30,9 +30,9 @@ func (f *imageFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.cacheDir, "cache-dir", "", "cache for base indexes and blob info (default: $XDG_CACHE_HOME/mcbake)")
 }
 
-// options resolves the flags into images.Options; it also returns the
+// options resolves the flags into image.Options; it also returns the
 // cache directory.
-func (f *imageFlags) options(cmd *cobra.Command) (images.Options, string, error) {
+func (f *imageFlags) options(cmd *cobra.Command) (image.Options, string, error) {
 	o := f.opts
 	if cmd.Flags().Changed("tls-verify") {
 		v := f.tlsVerify

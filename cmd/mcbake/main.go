@@ -12,8 +12,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/mcbake/mcbake/internal/buildahengine"
-	"github.com/mcbake/mcbake/internal/images"
+	"github.com/mcbake/mcbake/build/buildah"
+	"github.com/mcbake/mcbake/image"
 )
 
 // Exit codes.
@@ -26,7 +26,7 @@ const (
 func main() {
 	// containers-storage (and buildah) re-execute this binary for helper
 	// work; when this process is such a child, it has done its job.
-	if buildahengine.InitReexec() || images.InitReexec() {
+	if buildah.InitReexec() || image.InitReexec() {
 		return
 	}
 	os.Exit(run())

@@ -1,10 +1,11 @@
 package main
 
 import (
+	"github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
 
-	"github.com/mcbake/mcbake/internal/manifest"
-	"github.com/mcbake/mcbake/verify"
+	"github.com/mcbake/mcbake/image"
+	"github.com/mcbake/mcbake/manifest"
 )
 
 func newManifestCommand() *cobra.Command {
@@ -35,10 +36,10 @@ against the io.mcbake.manifest.digest label and prints it.`,
 }
 
 // readEmbedded reads a layered image's embedded manifest.
-func readEmbedded(cmd *cobra.Command, img *imageFlags, ref string) (*manifest.Manifest, []byte, string, error) {
+func readEmbedded(cmd *cobra.Command, img *imageFlags, ref string) (*manifest.Manifest, []byte, digest.Digest, error) {
 	opts, _, err := img.options(cmd)
 	if err != nil {
 		return nil, nil, "", err
 	}
-	return verify.ReadEmbedded(cmd.Context(), ref, opts)
+	return image.ManifestOf(cmd.Context(), ref, opts)
 }

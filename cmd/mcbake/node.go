@@ -1,32 +1,35 @@
 package main
 
 import (
+	"errors"
 	"fmt"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
-	"github.com/mcbake/mcbake/internal/render"
-	"github.com/mcbake/mcbake/internal/rootfs"
-	"github.com/mcbake/mcbake/verify"
+	"github.com/mcbake/mcbake/machineconfig"
+	"github.com/mcbake/mcbake/node"
+	"github.com/mcbake/mcbake/revert"
 )
 
-// renderForRoot loads and renders MachineConfigs against a node's root
-// directory (owner names resolve against its passwd/group).
-func renderForRoot(cmd *cobra.Command, files []string, dir string) (*render.Result, *rootfs.Root, error) {
-	abs, err := filepath.Abs(dir)
+// nodeInputs are what rewrite and ondisk read: the MachineConfigs and the
+// node's root.
+type nodeInputs struct {
+	mcs  []*machineconfig.MachineConfig
+	root *node.Root
+}
+
+// openNode loads the MachineConfigs and opens the node's root directory.
+// The caller closes the root.
+func openNode(cmd *cobra.Command, files []string, dir string) (*nodeInputs, error) {
+	mcs, err := machineconfig.Load(files, cmd.InOrStdin())
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	res, _, err := render.Files(files, cmd.InOrStdin(), abs)
+	root, err := node.Open(dir)
 	if err != nil {
-		return nil, nil, err
+		return nil, fmt.Errorf("--root: %w", err)
 	}
-	root, err := rootfs.Open(abs)
-	if err != nil {
-		return nil, nil, err
-	}
-	return res, root, nil
+	return &nodeInputs{mcs: mcs, root: root}, nil
 }
 
 func newRewriteCommand() *cobra.Command {
@@ -44,17 +47,16 @@ the directory); no path component is followed outside DIR (openat2 with
 RESOLVE_IN_ROOT). A second run writes nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := verify.ReadPlan(planFile)
+			p, err := revert.ReadPlan(planFile)
 			if err != nil {
 				return err
 			}
-			res, root, err := renderForRoot(cmd, files, dir)
+			in, err := openNode(cmd, files, dir)
 			if err != nil {
 				return err
 			}
-			defer root.Close()
-			acts, err := verify.Rewrite(root, p, res, dryRun)
-			if err != nil {
+			acts, err := node.Rewrite(in.root, p, in.mcs, dryRun)
+			if err = errors.Join(err, in.root.Close()); err != nil {
 				return err
 			}
 			printActions(cmd, acts, dryRun)
@@ -70,11 +72,11 @@ RESOLVE_IN_ROOT). A second run writes nothing.`,
 	return cmd
 }
 
-func printActions(cmd *cobra.Command, acts []verify.Action, dryRun bool) {
+func printActions(cmd *cobra.Command, acts []node.Action, dryRun bool) {
 	w := cmd.OutOrStdout()
 	changed := 0
 	for _, a := range acts {
-		if a.Op == verify.Unchanged {
+		if a.Op == node.Unchanged {
 			continue
 		}
 		changed++
@@ -112,13 +114,12 @@ every mismatch listed.`,
 			if format != "text" && format != "json" {
 				return fmt.Errorf("--format %q: want text or json", format)
 			}
-			res, root, err := renderForRoot(cmd, files, dir)
+			in, err := openNode(cmd, files, dir)
 			if err != nil {
 				return err
 			}
-			defer root.Close()
-			rep, err := verify.OnDisk(root, dir, res)
-			if err != nil {
+			rep, err := node.Validate(in.root, in.mcs)
+			if err = errors.Join(err, in.root.Close()); err != nil {
 				return err
 			}
 			if format == "json" {

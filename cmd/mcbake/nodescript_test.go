@@ -12,7 +12,7 @@ import (
 	"github.com/coreos/go-systemd/v22/unit"
 
 	"github.com/mcbake/mcbake/internal/testbase"
-	"github.com/mcbake/mcbake/verify"
+	"github.com/mcbake/mcbake/revert"
 )
 
 // TestNodeApplyPlanScript runs templates/node/mcbake-apply-plan.sh against
@@ -27,7 +27,7 @@ func TestNodeApplyPlanScript(t *testing.T) {
 	if code, _, stderr := e.run(append([]string{"plan", "--quiet", "--base", e.base, "--image", img, "-o", planFile}, e.imageArgs()...)...); code != 0 {
 		t.Fatalf("plan: exit %d: %s", code, stderr)
 	}
-	plan, err := verify.ReadPlan(planFile)
+	plan, err := revert.ReadPlan(planFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,9 +45,9 @@ func TestNodeApplyPlanScript(t *testing.T) {
 		applied bool
 		compact bool // the plan re-serialised without whitespace
 	}{
-		{"booted the plan's base", plan.Base.Digest, true, false},
-		{"booted another image", plan.Image.Digest, false, false},
-		{"compact plan", plan.Base.Digest, true, true},
+		{"booted the plan's base", plan.Base.Digest.String(), true, false},
+		{"booted another image", plan.Image.Digest.String(), false, false},
+		{"compact plan", plan.Base.Digest.String(), true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()

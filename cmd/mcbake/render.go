@@ -1,12 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
 
-	"github.com/mcbake/mcbake/internal/render"
+	"github.com/mcbake/mcbake/render"
 )
 
 func newRenderCommand() *cobra.Command {
@@ -21,8 +22,17 @@ DIR/manifest.json. --root is a directory where owner names resolve
 (etc/passwd, usr/lib/passwd), presets and base unit files are read, and
 parent symlinks are followed.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			res, m, err := render.Files(files, cmd.InOrStdin(), root)
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			var r render.Root
+			if root != "" {
+				d, err := render.OpenDir(root)
+				if err != nil {
+					return fmt.Errorf("--root: %w", err)
+				}
+				defer func() { err = errors.Join(err, d.Close()) }()
+				r = d
+			}
+			res, m, err := render.Files(files, cmd.InOrStdin(), r)
 			if err != nil {
 				return err
 			}

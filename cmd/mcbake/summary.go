@@ -5,7 +5,7 @@ import (
 	"io"
 	"sort"
 
-	"github.com/mcbake/mcbake/internal/manifest"
+	"github.com/mcbake/mcbake/manifest"
 )
 
 // printSummary prints a short account of a manifest: counts by type and

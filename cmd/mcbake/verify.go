@@ -2,17 +2,18 @@ package main
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mcbake/mcbake/internal/progress"
-	"github.com/mcbake/mcbake/verify/lint"
+	"github.com/mcbake/mcbake/verify"
 )
 
 func newVerifyCommand() *cobra.Command {
 	var (
 		img              imageFlags
-		opts             lint.Options
+		opts             verify.Options
 		formats          []string
 		report, failOn   string
 		listRules, quiet bool
@@ -36,28 +37,32 @@ unreadable file, invalid image).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if listRules {
-				return lint.WriteRules(cmd.OutOrStdout())
+				return verify.WriteRules(cmd.OutOrStdout())
 			}
 			if len(opts.MachineConfigs) == 0 {
 				return errors.New(`required flag "machineconfig" not set (-f FILE, a directory, or - for stdin)`)
 			}
-			outs, err := lint.ParseOutputs(formats, report)
+			outs, err := parseOutputs(formats, report)
 			if err != nil {
 				return err
 			}
-			if opts.FailOn, err = lint.ParseThreshold(failOn); err != nil {
-				return err
+			if opts.FailOn, err = verify.ParseThreshold(failOn); err != nil {
+				return fmt.Errorf("--fail-on: %w", err)
 			}
 			if opts.Base != "" || opts.Image != "" {
 				if opts.Images, opts.CacheDir, err = img.options(cmd); err != nil {
 					return err
 				}
 			}
-			opts.Stdin, opts.Tool = cmd.InOrStdin(), lint.Tool{Name: "mcbake", Version: version}
+			opts.Stdin, opts.Tool = cmd.InOrStdin(), verify.Tool{Name: "mcbake", Version: version}
 			rep := progress.New(cmd.ErrOrStderr(), quiet || opts.Base == "")
 			opts.Progress = func(layer string, total, n int64) { rep.Update(short(layer), total, n) }
-			r, err := lint.Run(cmd.Context(), opts)
+			r, err := verify.Run(cmd.Context(), opts)
 			rep.Wait()
+			var unknown *verify.UnknownRuleError
+			if errors.As(err, &unknown) {
+				return fmt.Errorf("--disable %s: no such rule (see --list-rules)", unknown.Name)
+			}
 			if err != nil {
 				return err
 			}
@@ -77,7 +82,7 @@ unreadable file, invalid image).`,
 	fl.StringVar(&opts.Image, "image", "", "the layered image built from the MachineConfigs (enables the image rules)")
 	fl.StringArrayVar(&formats, "format", nil, "report format text, json, junit or sarif, optionally =FILE; repeatable")
 	fl.StringVar(&report, "report", "", "file for the report of the --format given without =FILE (default: stdout)")
-	fl.StringVar(&failOn, "fail-on", string(lint.FailOnError), "exit 1 on findings of this severity or above: error, warning, info or never")
+	fl.StringVar(&failOn, "fail-on", string(verify.FailOnError), "exit 1 on findings of this severity or above: error, warning, info or never")
 	fl.StringArrayVar(&opts.Disable, "disable", nil, "rule ID or name to turn off; repeatable, comma-separated lists accepted")
 	fl.BoolVar(&opts.StrictRevert, "strict-revert", false, "report revert clobbers as a warning instead of info")
 	fl.BoolVar(&listRules, "list-rules", false, "print the rules and exit")
@@ -87,7 +92,7 @@ unreadable file, invalid image).`,
 
 // writeReports writes each report to its file (atomically) or stdout;
 // text is coloured only when stdout is a terminal.
-func writeReports(cmd *cobra.Command, r *lint.Report, outs []lint.Output) error {
+func writeReports(cmd *cobra.Command, r *verify.Report, outs []Output) error {
 	stdout := cmd.OutOrStdout()
 	for _, o := range outs {
 		b, err := r.Encode(o.Format, o.File == "" && isTerminal(stdout))

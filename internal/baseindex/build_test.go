@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/mcbake/mcbake/internal/baseindex"
+	"github.com/mcbake/mcbake/render"
 )
 
 func TestBuild(t *testing.T) {
@@ -452,9 +453,10 @@ func TestResolve(t *testing.T) {
 		{in: "loop2/x/y", loop: true},
 	}
 	for _, tt := range tests {
-		got, err := ix.Resolve(tt.in)
+		got, err := render.Resolve(baseindex.Root{Index: ix}, tt.in)
+		got = strings.TrimPrefix(got, "/")
 		if tt.loop {
-			if !errors.Is(err, baseindex.ErrTooManyLinks) {
+			if !errors.Is(err, render.ErrTooManyLinks) {
 				t.Errorf("Resolve(%q) = %q, %v, want ErrTooManyLinks", tt.in, got, err)
 			}
 			continue

@@ -96,7 +96,7 @@ func readCacheFile(file string, d digest.Digest) (l *layerData, err error) {
 	if err != nil {
 		return nil, err
 	}
-	defer closeInto(&err, f)
+	defer func() { err = errors.Join(err, f.Close()) }()
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err

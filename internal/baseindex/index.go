@@ -1,20 +1,10 @@
 package baseindex
 
 import (
-	"errors"
-	"fmt"
 	"path"
 	"slices"
 	"strings"
 )
-
-// maxSymlinks is how many symlinks Resolve follows before it gives up, the
-// same limit as Linux's MAXSYMLINKS.
-const maxSymlinks = 40
-
-// ErrTooManyLinks is returned by Resolve when a path needs more than 40
-// symlinks to resolve, which includes every symlink loop.
-var ErrTooManyLinks = errors.New("too many levels of symbolic links")
 
 // Index is the merged filesystem metadata of an image's layers. It is
 // immutable once built and safe for concurrent use.
@@ -101,68 +91,6 @@ func (ix *Index) ReadDir(dir string) []*Node {
 // excluded. The root counts only if a layer lists it.
 func (ix *Index) Len() int {
 	return ix.listed
-}
-
-// Resolve resolves the symlinks in the parent components of p through the
-// image's own symlinks, keeping the last component as it is, and returns
-// the clean path relative to the image root. Absolute symlink targets are
-// relative to the image root and ".." never climbs above it, as
-// securejoin does. Hardlinks to symlinks are followed like symlinks.
-// Components that do not exist are kept literally. More than 40 symlinks
-// (a loop) is an error wrapping ErrTooManyLinks.
-func (ix *Index) Resolve(p string) (string, error) {
-	parts := splitPath(p)
-	if len(parts) == 0 {
-		return "", nil
-	}
-	last := parts[len(parts)-1]
-	dir, err := ix.resolveDir(parts[:len(parts)-1])
-	if err != nil {
-		return "", fmt.Errorf("resolving %q: %w", p, err)
-	}
-	if last == ".." {
-		return parentDir(dir), nil
-	}
-	return joinPath(dir, last), nil
-}
-
-// resolveDir walks parts from the root, following every symlink.
-func (ix *Index) resolveDir(parts []string) (string, error) {
-	queue := slices.Clone(parts)
-	cur, links := "", 0
-	for len(queue) > 0 {
-		c := queue[0]
-		queue = queue[1:]
-		if c == ".." {
-			cur = parentDir(cur)
-			continue
-		}
-		next := joinPath(cur, c)
-		n, ok := ix.find(next)
-		if !ok {
-			cur = next
-			continue
-		}
-		target, isLink := n.symlinkTarget()
-		if !isLink {
-			cur = next
-			continue
-		}
-		if links++; links > maxSymlinks {
-			return "", ErrTooManyLinks
-		}
-		if strings.HasPrefix(target, "/") {
-			cur = ""
-		}
-		queue = append(splitPath(target), queue...)
-	}
-	return cur, nil
-}
-
-// splitPath splits p into its components, dropping empty ones and ".".
-func splitPath(p string) []string {
-	parts := strings.Split(p, "/")
-	return slices.DeleteFunc(parts, func(s string) bool { return s == "" || s == "." })
 }
 
 // relPath cleans p and makes it relative to the root: "/etc/" is "etc",

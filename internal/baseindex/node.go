@@ -2,8 +2,9 @@ package baseindex
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
+
+	digest "github.com/opencontainers/go-digest"
 )
 
 // Type is the kind of a filesystem entry.
@@ -89,17 +90,17 @@ type Node struct {
 // Digest is the SHA-256 of a regular file's content.
 type Digest [sha256.Size]byte
 
-// String returns "sha256:<hex>", the form of OCI and manifest digests,
-// or "" for the zero Digest (a node that is not a regular file).
-func (d Digest) String() string {
+// Digest returns d as an OCI digest ("sha256:<hex>"), or "" for the zero
+// Digest (a node that is not a regular file).
+func (d Digest) Digest() digest.Digest {
 	if d == (Digest{}) {
 		return ""
 	}
-	var b [len("sha256:") + 2*sha256.Size]byte
-	copy(b[:], "sha256:")
-	hex.Encode(b[len("sha256:"):], d[:])
-	return string(b[:])
+	return digest.NewDigestFromBytes(digest.SHA256, d[:])
 }
+
+// String returns d.Digest() as a string.
+func (d Digest) String() string { return string(d.Digest()) }
 
 // Lstat returns the type and symlink target that lstat(2) and readlink(2)
 // report for the node's path once the image is extracted: a hardlink
@@ -114,10 +115,4 @@ func (n *Node) Lstat() (Type, string) {
 	default:
 		return n.Type, ""
 	}
-}
-
-// symlinkTarget returns the target of a symlink, or of a hardlink to one.
-func (n *Node) symlinkTarget() (string, bool) {
-	t, target := n.Lstat()
-	return target, t == Symlink
 }

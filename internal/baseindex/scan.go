@@ -92,7 +92,7 @@ func scanBlob(ctx context.Context, l Layer, progress func(digest.Digest, int64),
 	if err != nil {
 		return nil, fmt.Errorf("opening blob: %w", err)
 	}
-	defer closeInto(&err, rc)
+	defer func() { err = errors.Join(err, rc.Close()) }()
 	var r io.Reader = rc
 	if l.Size > 0 {
 		r = io.LimitReader(rc, l.Size+1) // enough to notice a longer blob
@@ -128,7 +128,12 @@ func (s *scanner) readBlob(br *bufio.Reader, mediaType string) (err error) {
 	if err != nil {
 		return err
 	}
-	defer closeInto(&err, dec)
+	defer func() {
+		// A decompressor's Close repeats the error a read already returned.
+		if cerr := dec.Close(); cerr != nil && !errors.Is(err, cerr) {
+			err = errors.Join(err, cerr)
+		}
+	}()
 	if err := s.readTar(dec); err != nil {
 		return err
 	}
@@ -549,11 +554,4 @@ func entryPath(name string) (string, error) {
 		return "", fmt.Errorf("path %q escapes the root", name)
 	}
 	return relPath(c), nil
-}
-
-// closeInto closes c and records its error in *err unless *err is set.
-func closeInto(err *error, c io.Closer) {
-	if cerr := c.Close(); cerr != nil && *err == nil {
-		*err = cerr
-	}
 }

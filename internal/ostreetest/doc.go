@@ -2,7 +2,7 @@
 // `ostree` command): it lets tests of other packages revert a simulated
 // node from a layered image L to its base image B and look at the /etc
 // that ostree's three-way merge actually produced, so that mcbake's
-// clobber predictions (DESIGN.md §2) are checked against ostree itself
+// clobber predictions (docs/design.md, "ostree's /etc merge") are checked against ostree itself
 // rather than against a model of it. Revert is the harness; Unpack turns
 // an OCI image layout into the root filesystem Revert takes; VarDir names
 // the node's persistent /var.
@@ -41,7 +41,7 @@
 //     ostree_sysroot_deploy_tree runs sysroot_initialize_deployment (check
 //     out B; its /etc starts as a copy of B's /usr/etc) and then
 //     sysroot_finalize_deployment, which calls merge_configuration_from with
-//     L. On a node, rpm-ostree stages the deployment instead (DESIGN.md §1;
+//     L. On a node, rpm-ostree stages the deployment instead (docs/design.md, "Reverting on the node";
 //     that rpm-ostree goes through ostree's staging API is assumed here,
 //     not checked in rpm-ostree's source): ostree_sysroot_stage_tree runs
 //     sysroot_initialize_deployment at once and records the merge

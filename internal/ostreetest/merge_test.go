@@ -13,7 +13,7 @@ import (
 )
 
 // These tests pin what real ostree's three-way /etc merge does on a revert
-// L -> B, one rule per case (DESIGN.md §2). In each, l and b are the two
+// L -> B, one rule per case (docs/design.md, "ostree's /etc merge"). In each, l and b are the two
 // images' /etc, node is what the machine-config-daemon does to the live
 // /etc of the L deployment, and want is the B deployment's /etc after
 // `ostree admin deploy` (nil: absent).

@@ -118,7 +118,7 @@ func regzip(src, scratch string) (d digest.Digest, size int64, err error) {
 	if err != nil {
 		return "", 0, err
 	}
-	defer closeInto(&err, in)
+	defer func() { err = errors.Join(err, in.Close()) }()
 	zr, err := zstd.NewReader(in)
 	if err != nil {
 		return "", 0, err
@@ -233,11 +233,4 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err
-}
-
-// closeInto closes c and, if *err is nil, stores the close error in it.
-func closeInto(err *error, c io.Closer) {
-	if cerr := c.Close(); cerr != nil && *err == nil {
-		*err = cerr
-	}
 }

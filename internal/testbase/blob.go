@@ -83,7 +83,7 @@ func writeCompressedTar(w io.Writer, l plannedLayer) (d digest.Digest, err error
 	if err != nil {
 		return "", err
 	}
-	defer closeInto(&err, cw)
+	defer func() { err = errors.Join(err, cw.Close()) }()
 	diff := digest.SHA256.Digester()
 	tw := tar.NewWriter(io.MultiWriter(cw, diff.Hash()))
 	for _, e := range l.entries {
@@ -173,7 +173,7 @@ func writeBlob(blobDir, mediaType string, fill func(io.Writer) error) (desc v1.D
 }
 
 func fillFile(f *os.File, fill func(io.Writer) error) (d digest.Digest, n int64, err error) {
-	defer closeInto(&err, f)
+	defer func() { err = errors.Join(err, f.Close()) }()
 	if err := f.Chmod(0o644); err != nil {
 		return "", 0, err
 	}
@@ -206,11 +206,4 @@ func writeJSONBlob(blobDir, mediaType string, v any) (v1.Descriptor, error) {
 		_, err := w.Write(b)
 		return err
 	})
-}
-
-// closeInto closes c and keeps its error unless *err is already set.
-func closeInto(err *error, c io.Closer) {
-	if cerr := c.Close(); cerr != nil && *err == nil {
-		*err = cerr
-	}
 }

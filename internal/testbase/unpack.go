@@ -84,12 +84,12 @@ func readLayer(p, mediaType string) (entries []entry, err error) {
 	if err != nil {
 		return nil, err
 	}
-	defer closeInto(&err, f)
+	defer func() { err = errors.Join(err, f.Close()) }()
 	r, err := decompressor(f, mediaType)
 	if err != nil {
 		return nil, err
 	}
-	defer closeInto(&err, r)
+	defer func() { err = errors.Join(err, r.Close()) }()
 	return readTar(tar.NewReader(r))
 }
 

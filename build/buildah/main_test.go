@@ -1,0 +1,13 @@
+package buildah
+
+import (
+	"os"
+	"testing"
+)
+
+func TestMain(m *testing.M) {
+	if InitReexec() {
+		return
+	}
+	os.Exit(m.Run())
+}

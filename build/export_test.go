@@ -1,0 +1,4 @@
+package build
+
+// FromReference is fromReference, for the tests.
+var FromReference = fromReference

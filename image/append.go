@@ -1,0 +1,213 @@
+package image
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/containers/image/v5/copy"
+	"github.com/containers/image/v5/manifest"
+	"github.com/containers/image/v5/signature"
+	"github.com/containers/image/v5/types"
+	digest "github.com/opencontainers/go-digest"
+	"github.com/opencontainers/image-spec/specs-go"
+	imgspecv1 "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// NewLayer is a layer blob, already written, to put on top of a base image.
+type NewLayer struct {
+	Path      string        // file holding the compressed layer blob (caller owns it)
+	Digest    digest.Digest // of the compressed blob
+	DiffID    digest.Digest // of the uncompressed tar
+	Size      int64
+	MediaType string // application/vnd.oci.image.layer.v1.tar+gzip or +zstd
+	History   string // created_by text for the history entry
+}
+
+// AppendOptions says what Append adds to the base image.
+type AppendOptions struct {
+	Layer       NewLayer
+	Labels      map[string]string // added to config.config.Labels (overriding the base's)
+	Annotations map[string]string // the new manifest's annotations (the base's are not inherited)
+	// Created sets config.created and the new history entry's created. The
+	// zero time keeps the base's created and leaves the entry undated, so the
+	// result stays reproducible.
+	Created time.Time
+}
+
+// newLayerTypes are the media types Append accepts for the new layer.
+var newLayerTypes = []string{
+	imgspecv1.MediaTypeImageLayerGzip, imgspecv1.MediaTypeImageLayerZstd, imgspecv1.MediaTypeImageLayer,
+}
+
+// beforeCommit, when set by tests, runs after the copy and before the
+// staged destination is moved into place.
+var beforeCommit func()
+
+// Append writes base plus ao.Layer to dest (a transport reference) and returns
+// the digest of the manifest written. See the package comment for what is
+// atomic and reproducible. base stays open and usable; the caller closes it.
+func Append(ctx context.Context, base *Image, dest string, ao AppendOptions, opts Options) (_ digest.Digest, err error) {
+	if err := ao.Layer.check(); err != nil {
+		return "", fmt.Errorf("new layer %s: %w", ao.Layer.Path, err)
+	}
+	r, err := ParseReference(dest)
+	if err != nil {
+		return "", err
+	}
+	src, err := newAppendSource(base, ao)
+	if err != nil {
+		return "", err
+	}
+	sys, err := opts.systemContext()
+	if err != nil {
+		return "", err
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	st, err := newStaging(r, base, opts)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", dest, err)
+	}
+	defer func() { err = errors.Join(err, st.close()) }()
+	written, err := copyImage(ctx, st.reference(), src, sys, copyOptions(r, sys, ao))
+	if err != nil {
+		return "", fmt.Errorf("writing %s: %w", dest, err)
+	}
+	d, err := writtenDigest(written, src, r)
+	if err != nil {
+		return "", fmt.Errorf("writing %s: %w", dest, err)
+	}
+	if beforeCommit != nil {
+		beforeCommit()
+	}
+	if err := st.commit(ctx); err != nil {
+		return "", fmt.Errorf("%s: %w", dest, err)
+	}
+	return d, nil
+}
+
+// writtenDigest returns the digest of the manifest copy.Image wrote, which
+// must be the one built here unless the destination needs a conversion.
+func writtenDigest(written []byte, src *appendSource, r Ref) (digest.Digest, error) {
+	d, err := manifest.Digest(written)
+	if err != nil {
+		return "", err
+	}
+	if r.transport != transportDockerArchive && d != src.manifestDigest {
+		return "", fmt.Errorf("the destination stored manifest %s instead of %s", d, src.manifestDigest)
+	}
+	return d, nil
+}
+
+// check validates the new layer's description and that the file has its size.
+func (l NewLayer) check() error {
+	if !slices.Contains(newLayerTypes, l.MediaType) {
+		return fmt.Errorf("unsupported media type %q", l.MediaType)
+	}
+	if err := l.Digest.Validate(); err != nil {
+		return fmt.Errorf("digest: %w", err)
+	}
+	if err := l.DiffID.Validate(); err != nil {
+		return fmt.Errorf("diff_id: %w", err)
+	}
+	fi, err := os.Stat(l.Path)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return errors.New("not a regular file")
+	}
+	if fi.Size() != l.Size {
+		return fmt.Errorf("file has %d bytes, want %d", fi.Size(), l.Size)
+	}
+	return nil
+}
+
+// copyImage copies src to dest. The base was checked against the signature
+// policy when it was opened; the appended image is built here, in process,
+// and has no signatures of its own, so the copy accepts it as is.
+func copyImage(ctx context.Context, dest types.ImageReference, src *appendSource, sys *types.SystemContext, co *copy.Options) (_ []byte, err error) {
+	pc, err := signature.NewPolicyContext(acceptAnything())
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, pc.Destroy()) }()
+	return copy.Image(ctx, pc, dest, src.ref, co)
+}
+
+// copyOptions keeps every digest (no recompression, no re-tarring, no
+// manifest conversion) except for docker-archive:, which can only hold
+// Docker manifests with uncompressed layers.
+func copyOptions(r Ref, sys *types.SystemContext, ao AppendOptions) *copy.Options {
+	co := &copy.Options{
+		SourceCtx:        sys,
+		DestinationCtx:   sys,
+		RemoveSignatures: true,
+		PreserveDigests:  r.transport != transportDockerArchive,
+	}
+	if !ao.Created.IsZero() {
+		t := ao.Created.UTC()
+		co.DestinationTimestamp = &t // oci-archive: tar header times
+	}
+	return co
+}
+
+// appendedConfig returns base's config with the new layer, history entry,
+// labels and created time, encoded deterministically.
+func appendedConfig(base *Image, ao AppendOptions) ([]byte, error) {
+	c := base.Config()
+	if c.RootFS.Type == "" {
+		c.RootFS.Type = "layers"
+	}
+	c.RootFS.DiffIDs = append(c.RootFS.DiffIDs, ao.Layer.DiffID)
+	h := imgspecv1.History{CreatedBy: ao.Layer.History}
+	if !ao.Created.IsZero() {
+		t := ao.Created.UTC()
+		c.Created, h.Created = &t, &t
+	}
+	c.History = append(c.History, h)
+	if len(ao.Labels) > 0 {
+		if c.Config.Labels == nil {
+			c.Config.Labels = map[string]string{}
+		}
+		maps.Copy(c.Config.Labels, ao.Labels)
+	}
+	return json.Marshal(c)
+}
+
+// appendedManifest returns the OCI manifest for base's layers (descriptors
+// unchanged but for OCI media types) plus the new layer.
+func appendedManifest(base *Image, ao AppendOptions, config []byte) ([]byte, error) {
+	layers := make([]imgspecv1.Descriptor, 0, len(base.descs)+1)
+	for _, d := range base.descs {
+		d.URLs, d.Annotations = slices.Clone(d.URLs), maps.Clone(d.Annotations)
+		layers = append(layers, d)
+	}
+	layers = append(layers, imgspecv1.Descriptor{
+		MediaType: ao.Layer.MediaType,
+		Digest:    ao.Layer.Digest,
+		Size:      ao.Layer.Size,
+	})
+	m := imgspecv1.Manifest{
+		Versioned: specs.Versioned{SchemaVersion: 2},
+		MediaType: imgspecv1.MediaTypeImageManifest,
+		Config: imgspecv1.Descriptor{
+			MediaType: imgspecv1.MediaTypeImageConfig,
+			Digest:    digest.FromBytes(config),
+			Size:      int64(len(config)),
+		},
+		Layers:      layers,
+		Annotations: maps.Clone(ao.Annotations),
+	}
+	if len(m.Annotations) == 0 {
+		m.Annotations = nil
+	}
+	return json.Marshal(m)
+}

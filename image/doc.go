@@ -1,0 +1,45 @@
+// Package image is mcbake's only door to container images: it opens a base
+// image from any supported transport, and writes that base plus one new layer
+// to a destination. It is the single package that imports
+// github.com/containers/image/v5 and github.com/containers/storage, so moving
+// to their go.podman.io successors is a change to this package alone.
+//
+// References always name their transport (oci:DIR[:TAG], oci-archive:FILE[:TAG],
+// docker-archive:FILE[:NAME:TAG], dir:DIR, containers-storage:NAME,
+// docker://REF); a bare "quay.io/x:1" is refused rather than guessed.
+//
+// Programs that write to containers-storage must call InitReexec first thing
+// in main (and TestMain).
+//
+// Contracts:
+//
+//   - Open returns an *Image resolved to one platform. The caller owns it and
+//     must Close it; Close releases the image source and, for
+//     containers-storage, shuts the store down. Every method of an Image is
+//     unusable after Close. The signature policy is evaluated in Open, on the
+//     image exactly as the transport serves it.
+//   - Image.OpenLayer returns a stream the caller must Close. The stream
+//     checks the blob's digest: a mismatch is reported as a read error at the
+//     end of the stream, never as a clean io.EOF.
+//   - Append never closes the base image, and never modifies, moves or
+//     removes the caller's layer file (it is copied, not linked).
+//   - Append builds the new manifest and config itself; the same base, layer
+//     and AppendOptions give the same manifest digest on every machine and
+//     for every oci:, oci-archive:, dir: and containers-storage: destination.
+//     Base layers are never recompressed or re-tarred (docker-archive: is the
+//     exception: that format has no compressed OCI layers, so copying to it
+//     decompresses and its digest is of the converted Docker manifest).
+//   - Destinations oci:, dir:, oci-archive: and docker-archive: are atomic:
+//     the image is written into a temporary sibling of the destination (the
+//     destination's parent directory must exist) and renamed into place only
+//     after the copy succeeded and the context is still live. When the
+//     destination is an existing OCI layout, new blobs are linked into it and
+//     index.json is replaced by rename as the very last step, so a reader sees
+//     either the old or the new index; existing blob files are never
+//     rewritten. On error or cancellation nothing is left at the destination
+//     and temporary files are removed. containers-storage: and docker://
+//     commit inside the copy itself, with those transports' own guarantees.
+//   - Base blobs that already sit in an OCI layout on the same filesystem are
+//     hard-linked, not copied, and are trusted by name (content addressing) as
+//     containers/image does; they are digest-checked whenever they are read.
+package image

@@ -1,0 +1,106 @@
+package image
+
+// What identifies an mcbake layered image: the labels and annotations a
+// build sets, where the ownership manifest lives in the appended layer,
+// and how to read it back (streaming only the top layer, and only until
+// the manifest is found).
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/mcbake/mcbake/internal/decompress"
+	"github.com/mcbake/mcbake/manifest"
+	digest "github.com/opencontainers/go-digest"
+)
+
+// Labels and annotations set by a build.
+const (
+	LabelManifestDigest = "io.mcbake.manifest.digest"
+	LabelBaseDigest     = "io.mcbake.base.digest"
+	LabelMachineConfigs = "io.mcbake.machineconfigs"
+
+	AnnotationBaseDigest = "org.opencontainers.image.base.digest"
+	AnnotationBaseName   = "org.opencontainers.image.base.name"
+)
+
+// ManifestPath is where the ownership manifest is stored in the layer.
+const ManifestPath = "/usr/share/mcbake/manifest.json"
+
+// ErrNotLayered means an image carries no mcbake manifest label.
+var ErrNotLayered = errors.New("not an mcbake layered image (no " + LabelManifestDigest + " label)")
+
+// Layered is what ReadManifest needs of an opened image.
+type Layered interface {
+	Labels() map[string]string
+	// TopLayer opens the last layer's compressed blob.
+	TopLayer(ctx context.Context) (io.ReadCloser, error)
+}
+
+// ReadManifest reads the embedded ownership manifest from the image's top
+// layer and checks it against the manifest-digest label. It returns the
+// decoded manifest and its raw bytes.
+func ReadManifest(ctx context.Context, im Layered) (*manifest.Manifest, []byte, error) {
+	want := im.Labels()[LabelManifestDigest]
+	if want == "" {
+		return nil, nil, ErrNotLayered
+	}
+	rc, err := im.TopLayer(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	raw, err := findFile(rc, strings.TrimPrefix(ManifestPath, "/"))
+	err = errors.Join(err, rc.Close())
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading %s from the top layer: %w", ManifestPath, err)
+	}
+	if got := digest.FromBytes(raw); string(got) != want {
+		return nil, nil, fmt.Errorf("embedded manifest %s does not match label %s=%s", got, LabelManifestDigest, want)
+	}
+	m, err := manifest.Unmarshal(raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, raw, nil
+}
+
+func findFile(r io.Reader, name string) (_ []byte, err error) {
+	dr, err := decompress.Reader(r)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, dr.Close()) }()
+	tr := tar.NewReader(dr)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil, errors.New("not found")
+		}
+		if err != nil {
+			return nil, err
+		}
+		if strings.TrimPrefix(strings.TrimPrefix(h.Name, "./"), "/") == name && h.Typeflag == tar.TypeReg {
+			return io.ReadAll(io.LimitReader(tr, 64<<20))
+		}
+	}
+}
+
+// ManifestOf opens the layered image ref, reads its embedded ownership
+// manifest (see ReadManifest) and closes the image. It also returns the
+// manifest's raw bytes and the image's digest.
+func ManifestOf(ctx context.Context, ref string, opts Options) (_ *manifest.Manifest, raw []byte, _ digest.Digest, err error) {
+	im, err := Open(ctx, ref, opts)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("opening %s: %w", ref, err)
+	}
+	defer func() { err = errors.Join(err, im.Close()) }()
+	m, raw, err := ReadManifest(ctx, im)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("%s: %w", ref, err)
+	}
+	return m, raw, im.Digest(), nil
+}

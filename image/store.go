@@ -1,0 +1,79 @@
+package image
+
+import (
+	"fmt"
+
+	istorage "github.com/containers/image/v5/storage"
+	"github.com/containers/image/v5/types"
+	"github.com/containers/storage"
+	"github.com/containers/storage/pkg/reexec"
+)
+
+// InitReexec must run first in main (and in TestMain) of any program that
+// writes to containers-storage: the storage library applies layers in
+// re-executed helper processes. It returns true inside such a helper, where
+// main must return at once.
+func InitReexec() bool { return reexec.Init() }
+
+// bind returns the containers/image reference for r. For containers-storage
+// it opens the store chosen by opts and returns it too; the caller must shut
+// it down (shutdownStore) when done. For other transports the store is nil.
+func bind(r Ref, opts Options) (types.ImageReference, storage.Store, error) {
+	if r.transport != transportStorage {
+		ref, err := r.imageReference()
+		return ref, nil, err
+	}
+	store, err := openStore(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	ref, err := istorage.Transport.ParseStoreReference(store, r.within)
+	if err != nil {
+		return nil, nil, joinShutdown(err, store)
+	}
+	return ref, store, nil
+}
+
+// openStore opens the containers-storage store: storage.conf's defaults with
+// opts' root, run root and driver applied on top.
+func openStore(opts Options) (storage.Store, error) {
+	so, err := storage.DefaultStoreOptions()
+	if err != nil {
+		return nil, fmt.Errorf("reading storage configuration: %w", err)
+	}
+	if opts.StorageRoot != "" {
+		so.GraphRoot = opts.StorageRoot
+	}
+	if opts.StorageRunRoot != "" {
+		so.RunRoot = opts.StorageRunRoot
+	}
+	if opts.StorageDriver != "" && opts.StorageDriver != so.GraphDriverName {
+		// Options in storage.conf belong to the configured driver.
+		so.GraphDriverName = opts.StorageDriver
+		so.GraphDriverOptions = nil
+	}
+	store, err := storage.GetStore(so)
+	if err != nil {
+		return nil, fmt.Errorf("opening container storage at %s: %w", so.GraphRoot, err)
+	}
+	return store, nil
+}
+
+// shutdownStore releases a store opened by bind; nil is allowed.
+func shutdownStore(store storage.Store) error {
+	if store == nil {
+		return nil
+	}
+	if _, err := store.Shutdown(false); err != nil {
+		return fmt.Errorf("shutting down container storage: %w", err)
+	}
+	return nil
+}
+
+// joinShutdown shuts store down and returns err with any shutdown error.
+func joinShutdown(err error, store storage.Store) error {
+	if serr := shutdownStore(store); serr != nil {
+		return fmt.Errorf("%w (also: %v)", err, serr)
+	}
+	return err
+}

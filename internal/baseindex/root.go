@@ -1,0 +1,132 @@
+package baseindex
+
+import (
+	"io/fs"
+	"path"
+	"strings"
+
+	"github.com/mcbake/mcbake/manifest"
+	"github.com/mcbake/mcbake/render"
+)
+
+// Root is an Index seen as a render.Root: the image's merged filesystem as
+// a node sees it once the image is extracted. It also implements
+// render.SameFiler with the image's hard links.
+type Root struct{ Index *Index }
+
+func rel(p string) string { return strings.TrimPrefix(p, "/") }
+
+// Entry is the node as lstat(2) would describe its path once the image is
+// extracted: a hard link (ostree-ext bases hard-link every path to its
+// object) is the file or symlink it shares an inode with, with that
+// file's size and digest. Devices and fifos are manifest.Other.
+func (n *Node) Entry() manifest.Entry {
+	t, target := n.Lstat()
+	e := manifest.Entry{Path: "/" + n.Path, Mode: manifest.Mode(n.Mode), UID: int(n.UID), GID: int(n.GID), Target: target}
+	switch t {
+	case Dir:
+		e.Type = manifest.Directory
+	case Symlink:
+		e.Type = manifest.Symlink
+	case File:
+		e.Type, e.Size, e.Digest = manifest.File, n.Size, n.Digest.Digest()
+	default:
+		e.Type = manifest.Other
+	}
+	return e
+}
+
+// Lstat implements render.Root. Parent directories are resolved through
+// the image's symlinks first.
+func (r Root) Lstat(p string) (manifest.Entry, bool, error) {
+	n, ok, err := r.node(p)
+	if err != nil || !ok {
+		return manifest.Entry{}, false, err
+	}
+	e := n.Entry()
+	e.Path = path.Clean("/" + p)
+	return e, true, nil
+}
+
+// node finds p's node with p's parents resolved.
+func (r Root) node(p string) (*Node, bool, error) {
+	if n, ok := r.Index.Lookup(rel(p)); ok {
+		return n, true, nil // the common case: no symlink on the way
+	}
+	rp, err := render.Resolve(r, p)
+	if err != nil {
+		return nil, false, err
+	}
+	n, ok := r.Index.Lookup(rel(rp))
+	return n, ok, nil
+}
+
+// ReadFile implements render.Root for the files whose content the index
+// keeps (see Index.Content), following symlinks inside the image.
+func (r Root) ReadFile(p string) ([]byte, error) {
+	cur := p
+	for i := 0; i <= render.MaxSymlinks; i++ {
+		rp, err := render.Resolve(r, cur)
+		if err != nil {
+			return nil, err
+		}
+		n, ok := r.Index.Lookup(rel(rp))
+		if !ok {
+			break
+		}
+		if target, isLink := symlinkTarget(n); isLink {
+			if !strings.HasPrefix(target, "/") {
+				target = path.Join(path.Dir(rp), target)
+			}
+			cur = target
+			continue
+		}
+		if b, ok := r.Index.Content(rel(rp)); ok {
+			return b, nil
+		}
+		break
+	}
+	return nil, &fs.PathError{Op: "open", Path: p, Err: fs.ErrNotExist}
+}
+
+// symlinkTarget returns the target of a symlink, or of a hardlink to one.
+func symlinkTarget(n *Node) (string, bool) {
+	t, target := n.Lstat()
+	return target, t == Symlink
+}
+
+// ReadDir implements render.Root.
+func (r Root) ReadDir(p string) ([]string, error) {
+	rp, err := render.Resolve(r, p)
+	if err != nil {
+		return nil, err
+	}
+	nodes := r.Index.ReadDir(rel(rp))
+	names := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		names = append(names, baseName(n.Path))
+	}
+	return names, nil
+}
+
+// SameFile implements render.SameFiler: a and b are one inode when they
+// are the same path, or hard links one to the other or to the same path.
+func (r Root) SameFile(a, b string) (bool, error) {
+	na, okA, err := r.node(a)
+	if err != nil || !okA {
+		return false, err
+	}
+	nb, okB, err := r.node(b)
+	if err != nil || !okB {
+		return false, err
+	}
+	return inode(na) == inode(nb), nil
+}
+
+// inode names the inode a node is: a hard link's target, or its own path.
+func inode(n *Node) string {
+	if n.Type == Hardlink {
+		return n.Target
+	}
+	return n.Path
+}

@@ -1,0 +1,110 @@
+// Package imports holds the test that keeps mcbake's package map honest
+// (docs/design.md, "Packages"): the library packages a node or another
+// program imports build without cgo and without any containers/* module,
+// and only one package talks to each of containers/image+storage and
+// buildah.
+package imports
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/mcbake/mcbake/"
+
+// pure are the packages that must build with CGO_ENABLED=0, no build tags,
+// and nothing from containers/* in their dependencies.
+var pure = []string{"machineconfig", "manifest", "render", "revert", "node"}
+
+// containers are the module paths of the containers libraries, under both
+// their old and their new names.
+var containers = []string{"github.com/containers/", "go.podman.io/"}
+
+type pkg struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+// list runs go list -json on patterns with env added to the environment.
+func list(t *testing.T, env []string, args ...string) []pkg {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list", "-json"}, args...)...)
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %v: %v", args, err)
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			return pkgs
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+}
+
+func isContainers(path string) bool {
+	for _, c := range containers {
+		if strings.HasPrefix(path, c) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestPurePackages: the MachineConfig, rendering, manifest, prediction
+// and node packages need neither cgo nor containers/*.
+func TestPurePackages(t *testing.T) {
+	var patterns []string
+	for _, p := range pure {
+		patterns = append(patterns, "./"+p)
+	}
+	env := []string{"CGO_ENABLED=0", "GOFLAGS="}
+	for _, p := range list(t, env, patterns...) {
+		for _, d := range p.Deps {
+			if isContainers(d) {
+				t.Errorf("%s depends on %s", p.ImportPath, d)
+			}
+		}
+	}
+	build := exec.Command("go", append([]string{"build"}, patterns...)...)
+	build.Dir = "../.."
+	build.Env = append(os.Environ(), env...)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Errorf("CGO_ENABLED=0 go build %v without tags: %v\n%s", patterns, err, out)
+	}
+}
+
+// TestOneDoor: only image imports containers/image and containers/storage,
+// only build/buildah imports buildah, and build and verify do not import
+// each other.
+func TestOneDoor(t *testing.T) {
+	doors := map[string]string{
+		"github.com/containers/image/":  module + "image",
+		"github.com/containers/storage": module + "image",
+		"github.com/containers/buildah": module + "build/buildah",
+	}
+	for _, p := range list(t, []string{"GOFLAGS=-tags=containers_image_openpgp,exclude_graphdriver_btrfs"}, "./...") {
+		for _, imp := range p.Imports {
+			for prefix, door := range doors {
+				if strings.HasPrefix(imp, prefix) && p.ImportPath != door {
+					t.Errorf("%s imports %s; only %s may", p.ImportPath, imp, door)
+				}
+			}
+			if p.ImportPath == module+"build" && imp == module+"verify" || p.ImportPath == module+"verify" && imp == module+"build" {
+				t.Errorf("%s imports %s: build and verify never import each other", p.ImportPath, imp)
+			}
+		}
+	}
+}

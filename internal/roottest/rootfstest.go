@@ -1,0 +1,63 @@
+// Package rootfstest describes host directory trees for tests that must
+// prove what a write changed, and what it left alone: every path with its
+// type, mode, owner and content or link target, read without following
+// symlinks.
+package roottest
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// Tree describes every path below dir (dir itself excluded), keyed by its
+// slash-separated path relative to dir.
+func Tree(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		out[filepath.ToSlash(rel)] = Entry(t, p)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Entry describes the path p: "link TARGET UID:GID", "dir MODE UID:GID" or
+// "file MODE UID:GID CONTENT".
+func Entry(t testing.TB, p string) string {
+	t.Helper()
+	fi, err := os.Lstat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	owner := fmt.Sprintf("%d:%d", st.Uid, st.Gid)
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		target, err := os.Readlink(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "link " + target + " " + owner
+	case fi.IsDir():
+		return fmt.Sprintf("dir %04o %s", st.Mode&0o7777, owner)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("file %04o %s %s", st.Mode&0o7777, owner, b)
+}

@@ -1,0 +1,453 @@
+package machineconfig
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// mcJSON returns a MachineConfig object in JSON whose spec.config is the
+// given JSON (an Ignition config).
+func mcJSON(name, config string) string {
+	return fmt.Sprintf(`{"apiVersion":"machineconfiguration.openshift.io/v1","kind":"MachineConfig","metadata":{"name":%q},"spec":{"config":%s}}`, name, config)
+}
+
+// ign returns an Ignition config of the given version with extra top-level
+// members (JSON, without braces), e.g. `"storage":{...}`.
+func ign(version, extra string) string {
+	if extra == "" {
+		return fmt.Sprintf(`{"ignition":{"version":%q}}`, version)
+	}
+	return fmt.Sprintf(`{"ignition":{"version":%q},%s}`, version, extra)
+}
+
+// writeFiles creates the files (name -> content) under dir; a name ending
+// in "/" is a directory.
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if strings.HasSuffix(name, "/") {
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// loaded is what the tests compare of a loaded MachineConfig.
+type loaded struct {
+	File, Name string
+	Version    string
+	Files      []string
+	Units      []string
+	KernelArgs []string
+}
+
+func summarize(mcs []*MachineConfig) []loaded {
+	var out []loaded
+	for _, mc := range mcs {
+		l := loaded{File: mc.File, Name: mc.Name, Version: mc.Ignition.Ignition.Version, KernelArgs: mc.Spec.KernelArguments}
+		for _, f := range mc.Ignition.Storage.Files {
+			l.Files = append(l.Files, f.Path)
+		}
+		for _, u := range mc.Ignition.Systemd.Units {
+			l.Units = append(l.Units, u.Name)
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+const yamlMC = `# a worker MachineConfig
+apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfig
+metadata:
+  name: 50-yaml
+  labels:
+    machineconfiguration.openshift.io/role: worker
+spec:
+  kernelArguments:
+    - nosmt
+  config:
+    ignition:
+      version: 3.4.0
+    storage:
+      files:
+        - path: /etc/yaml.conf
+          mode: 0644
+          contents:
+            source: data:,hello
+    systemd:
+      units:
+        - name: yaml.service
+          enabled: true
+          contents: |
+            [Service]
+            ExecStart=/bin/true
+            [Install]
+            WantedBy=multi-user.target
+`
+
+func TestLoad(t *testing.T) {
+	fileA := ign("3.5.0", `"storage":{"files":[{"path":"/etc/a","contents":{"source":"data:,a"}}]}`)
+	yamlWant := loaded{File: "mc.yaml", Name: "50-yaml", Version: "3.5.0", Files: []string{"/etc/yaml.conf"}, Units: []string{"yaml.service"}, KernelArgs: []string{"nosmt"}}
+	tests := []struct {
+		name  string
+		files map[string]string
+		args  []string
+		want  []loaded
+	}{{
+		name:  "json single",
+		files: map[string]string{"a.json": mcJSON("00-a", fileA)},
+		args:  []string{"a.json"},
+		want:  []loaded{{File: "a.json", Name: "00-a", Version: "3.5.0", Files: []string{"/etc/a"}}},
+	}, {
+		name:  "yaml single with spec.config as an object",
+		files: map[string]string{"mc.yaml": yamlMC},
+		args:  []string{"mc.yaml"},
+		want:  []loaded{yamlWant},
+	}, {
+		name: "kind List",
+		files: map[string]string{"l.json": `{"apiVersion":"v1","kind":"List","items":[` +
+			mcJSON("20-b", ign("3.2.0", "")) + "," + mcJSON("10-a", fileA) + `]}`},
+		args: []string{"l.json"},
+		want: []loaded{
+			{File: "l.json", Name: "10-a", Version: "3.5.0", Files: []string{"/etc/a"}},
+			{File: "l.json", Name: "20-b", Version: "3.5.0"},
+		},
+	}, {
+		name: "kind MachineConfigList in YAML",
+		files: map[string]string{"l.yaml": `apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfigList
+items:
+- apiVersion: machineconfiguration.openshift.io/v1
+  kind: MachineConfig
+  metadata: {name: 01-x}
+  spec: {config: {ignition: {version: 3.1.0}}}
+- apiVersion: machineconfiguration.openshift.io/v1
+  kind: MachineConfig
+  metadata: {name: 02-y}
+  spec: {config: {ignition: {version: 3.3.0}}, kernelArguments: [a=1]}
+`},
+		args: []string{"l.yaml"},
+		want: []loaded{
+			{File: "l.yaml", Name: "01-x", Version: "3.5.0"},
+			{File: "l.yaml", Name: "02-y", Version: "3.5.0", KernelArgs: []string{"a=1"}},
+		},
+	}, {
+		name: "multi-document yaml with separators and comment-only documents",
+		files: map[string]string{"m.yaml": "---\n# only a comment\n---\n" + yamlMC +
+			"---   \n   # indented comment\n\n---\n" + mcJSON("40-json-doc", fileA) + "\n---\n"},
+		args: []string{"m.yaml"},
+		want: []loaded{
+			{File: "m.yaml", Name: "40-json-doc", Version: "3.5.0", Files: []string{"/etc/a"}},
+			{File: "m.yaml", Name: "50-yaml", Version: "3.5.0", Files: []string{"/etc/yaml.conf"}, Units: []string{"yaml.service"}, KernelArgs: []string{"nosmt"}},
+		},
+	}, {
+		name: "multi-document yaml with CRLF line ends",
+		files: map[string]string{"crlf.yaml": strings.ReplaceAll("kind: MachineConfig\nmetadata:\n  name: 01-crlf\n---\n"+
+			"kind: MachineConfig\nmetadata:\n  name: 02-crlf\n", "\n", "\r\n")},
+		args: []string{"crlf.yaml"},
+		want: []loaded{
+			{File: "crlf.yaml", Name: "01-crlf", Version: "3.5.0"},
+			{File: "crlf.yaml", Name: "02-crlf", Version: "3.5.0"},
+		},
+	}, {
+		name: "directory: yaml, yml and json files only, not recursing",
+		files: map[string]string{
+			"d/b.yml":        strings.Replace(yamlMC, "50-yaml", "30-yml", 1),
+			"d/a.json":       mcJSON("90-json", ign("3.0.0", "")),
+			"d/c.YAML":       mcJSON("10-upper", ign("3.5.0", "")),
+			"d/notes.txt":    "not a MachineConfig",
+			"d/sub/x.yaml":   mcJSON("00-nested", ign("3.5.0", "")),
+			"d/dir.yaml/":    "",
+			"d/.hidden.json": mcJSON("05-hidden", ign("3.5.0", "")),
+		},
+		args: []string{"d"},
+		want: []loaded{
+			{File: "d/.hidden.json", Name: "05-hidden", Version: "3.5.0"},
+			{File: "d/c.YAML", Name: "10-upper", Version: "3.5.0"},
+			{File: "d/b.yml", Name: "30-yml", Version: "3.5.0", Files: []string{"/etc/yaml.conf"}, Units: []string{"yaml.service"}, KernelArgs: []string{"nosmt"}},
+			{File: "d/a.json", Name: "90-json", Version: "3.5.0"},
+		},
+	}, {
+		name: "several paths, sorted by name",
+		files: map[string]string{
+			"z.json":  mcJSON("00-first", ign("3.5.0", "")),
+			"mc.yaml": yamlMC,
+		},
+		args: []string{"mc.yaml", "z.json"},
+		want: []loaded{{File: "z.json", Name: "00-first", Version: "3.5.0"}, yamlWant},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Chdir(t.TempDir())
+			writeFiles(t, ".", tt.files)
+			mcs, err := Load(tt.args, nil)
+			if err != nil {
+				t.Fatalf("Load(%q) = %v", tt.args, err)
+			}
+			if diff := cmp.Diff(tt.want, summarize(mcs)); diff != "" {
+				t.Errorf("Load(%q) mismatch (-want +got):\n%s", tt.args, diff)
+			}
+		})
+	}
+}
+
+func TestLoadStdin(t *testing.T) {
+	in := strings.NewReader(yamlMC + "---\n" + mcJSON("00-first", ign("3.5.0", "")))
+	mcs, err := Load([]string{Stdin}, in)
+	if err != nil {
+		t.Fatalf("Load(-) = %v", err)
+	}
+	want := []loaded{
+		{File: "<stdin>", Name: "00-first", Version: "3.5.0"},
+		{File: "<stdin>", Name: "50-yaml", Version: "3.5.0", Files: []string{"/etc/yaml.conf"}, Units: []string{"yaml.service"}, KernelArgs: []string{"nosmt"}},
+	}
+	if diff := cmp.Diff(want, summarize(mcs)); diff != "" {
+		t.Errorf("Load(-) mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestLoadIgnitionVersions(t *testing.T) {
+	for _, v := range []string{"3.0.0", "3.1.0", "3.2.0", "3.3.0", "3.4.0", "3.5.0"} {
+		t.Run(v, func(t *testing.T) {
+			cfg := ign(v, `"storage":{"files":[{"path":"/etc/v","mode":420,"contents":{"source":"data:,v"}}]},`+
+				`"systemd":{"units":[{"name":"v.service","enabled":true,"contents":"[Unit]\n"}]}`)
+			mcs, err := Parse("v.json", []byte(mcJSON("00-v", cfg)))
+			if err != nil {
+				t.Fatalf("Parse(spec %s) = %v", v, err)
+			}
+			want := []loaded{{File: "v.json", Name: "00-v", Version: "3.5.0", Files: []string{"/etc/v"}, Units: []string{"v.service"}}}
+			if diff := cmp.Diff(want, summarize(mcs)); diff != "" {
+				t.Errorf("Parse(spec %s) mismatch (-want +got):\n%s", v, diff)
+			}
+			if got := *mcs[0].Ignition.Storage.Files[0].Contents.Source; got != "data:,v" {
+				t.Errorf("Parse(spec %s) file source = %q, want %q", v, got, "data:,v")
+			}
+		})
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		files map[string]string
+		args  []string
+		want  string
+	}{{
+		name: "duplicate names across files",
+		files: map[string]string{
+			"a.json": mcJSON("00-dup", ign("3.5.0", "")),
+			"b.json": mcJSON("00-dup", ign("3.5.0", "")),
+		},
+		args: []string{"a.json", "b.json"},
+		want: "b.json: 00-dup: metadata.name: MachineConfig name already defined in a.json",
+	}, {
+		name: "duplicate names in one List",
+		files: map[string]string{"l.json": `{"kind":"List","items":[` +
+			mcJSON("00-dup", ign("3.5.0", "")) + "," + mcJSON("00-dup", ign("3.4.0", "")) + `]}`},
+		args: []string{"l.json"},
+		want: "l.json: 00-dup: metadata.name: MachineConfig name already defined in l.json",
+	}, {
+		name:  "unsupported spec version",
+		files: map[string]string{"a.json": mcJSON("00-a", ign("9.9.9", ""))},
+		args:  []string{"a.json"},
+		want:  "a.json: 00-a: spec.config.ignition.version: unsupported config version",
+	}, {
+		name:  "spec 2 config",
+		files: map[string]string{"a.json": mcJSON("00-a", ign("2.2.0", ""))},
+		args:  []string{"a.json"},
+		want:  "a.json: 00-a: spec.config.ignition.version: unsupported config version",
+	}, {
+		name:  "experimental spec",
+		files: map[string]string{"a.json": mcJSON("00-a", ign("3.6.0-experimental", ""))},
+		args:  []string{"a.json"},
+		want:  "a.json: 00-a: spec.config.ignition.version: unsupported config version",
+	}, {
+		name:  "unparsable spec version",
+		files: map[string]string{"a.json": mcJSON("00-a", ign("3.1", ""))},
+		args:  []string{"a.json"},
+		want:  "a.json: 00-a: spec.config.ignition.version: invalid config version (couldn't parse)",
+	}, {
+		name: "duplicate file paths",
+		files: map[string]string{"a.json": mcJSON("00-a", ign("3.1.0",
+			`"storage":{"files":[{"path":"/etc/a"},{"path":"/etc/b"},{"path":"/etc/a"}]}`))},
+		args: []string{"a.json"},
+		want: "a.json: 00-a: spec.config.storage.files[2]: duplicate entry defined",
+	}, {
+		name: "file and directory at one path",
+		files: map[string]string{"a.json": mcJSON("00-a", ign("3.5.0",
+			`"storage":{"files":[{"path":"/etc/a"}],"directories":[{"path":"/etc/a"}]}`))},
+		args: []string{"a.json"},
+		want: "a.json: 00-a: spec.config.storage.files[0]: duplicate entry defined",
+	}, {
+		name: "file under a link of the same config",
+		files: map[string]string{"a.json": mcJSON("00-a", ign("3.5.0",
+			`"storage":{"files":[{"path":"/etc/l/f"}],"links":[{"path":"/etc/l","target":"/etc/x"}]}`))},
+		args: []string{"a.json"},
+		want: "a.json: 00-a: spec.config.storage.files[0]: file path includes link in config",
+	}, {
+		name: "several invalid fields in one config",
+		files: map[string]string{"a.json": mcJSON("00-a", ign("3.5.0",
+			`"storage":{"files":[{"path":"/etc/a","user":{"id":1,"name":"x"}},{"path":"/etc/b","contents":{"source":"data:,b","verification":{"hash":"md5-00"}}}]}`))},
+		args: []string{"a.json"},
+		want: "a.json: 00-a: spec.config.storage.files[0].user: cannot set both id and name\n" +
+			"a.json: 00-a: spec.config.storage.files[1].contents.verification.hash: unrecognized hash function",
+	}, {
+		name:  "not a MachineConfig",
+		files: map[string]string{"a.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n"},
+		args:  []string{"a.yaml"},
+		want:  `a.yaml: cm: kind: kind "ConfigMap" is not MachineConfig (or a List of them)`,
+	}, {
+		name:  "no name",
+		files: map[string]string{"a.yaml": "kind: MachineConfig\nspec: {}\n"},
+		args:  []string{"a.yaml"},
+		want:  "a.yaml: <unnamed>: metadata.name: MachineConfig has no name",
+	}, {
+		name:  "only comments",
+		files: map[string]string{"a.yaml": "# nothing here\n---\n# nor here\n"},
+		args:  []string{"a.yaml"},
+		want:  "no MachineConfig found in a.yaml",
+	}, {
+		name:  "directory without config files",
+		files: map[string]string{"d/readme.txt": "x"},
+		args:  []string{"d"},
+		want:  "d: no *.yaml, *.yml or *.json file in directory",
+	}, {
+		name: "no paths",
+		want: "no MachineConfig given (a file, a directory, or - for stdin)",
+	}, {
+		name: "missing file",
+		args: []string{"missing.yaml"},
+		want: "stat missing.yaml: no such file or directory",
+	}, {
+		name: "errors from several files are all reported",
+		files: map[string]string{
+			"a.json": mcJSON("00-a", ign("9.9.9", "")),
+			"b.yaml": "kind: MachineConfig\nspec: {}\n",
+			"c.json": mcJSON("00-c", ign("3.5.0", "")),
+		},
+		args: []string{"a.json", "b.yaml", "c.json"},
+		want: "a.json: 00-a: spec.config.ignition.version: unsupported config version\n" +
+			"b.yaml: <unnamed>: metadata.name: MachineConfig has no name",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Chdir(t.TempDir())
+			writeFiles(t, ".", tt.files)
+			mcs, err := Load(tt.args, nil)
+			if err == nil {
+				t.Fatalf("Load(%q) = %d MachineConfigs, want error %q", tt.args, len(mcs), tt.want)
+			}
+			if got := err.Error(); got != tt.want {
+				t.Errorf("Load(%q) = %q, want %q", tt.args, got, tt.want)
+			}
+			if mcs != nil {
+				t.Errorf("Load(%q) returned %d MachineConfigs with an error, want none", tt.args, len(mcs))
+			}
+		})
+	}
+}
+
+// TestParseSyntaxErrors checks errors whose text comes from the YAML and
+// JSON libraries: only the part mcbake adds is compared exactly.
+func TestParseSyntaxErrors(t *testing.T) {
+	tests := []struct {
+		name, data, wantPrefix string
+	}{
+		{"yaml syntax in the second document", mcJSON("00-a", ign("3.5.0", "")) + "\n---\nkind: [unclosed\n", "s.yaml: document 2: "},
+		{"scalar document", "just a string\n", "s.yaml: document 1: not an object: "},
+		{"spec.config not an object", mcJSON("00-a", `"a string"`), "s.yaml: 00-a: spec.config: "},
+		{"wrongly typed ignition field", mcJSON("00-a", ign("3.5.0", `"storage":{"files":[{"path":"/etc/a","mode":"0644"}]}`)), "s.yaml: 00-a: spec.config: "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("s.yaml", []byte(tt.data))
+			if err == nil || !strings.HasPrefix(err.Error(), tt.wantPrefix) {
+				t.Errorf("Parse(%q) = %v, want an error starting with %q", tt.data, err, tt.wantPrefix)
+			}
+		})
+	}
+}
+
+func TestParseDigest(t *testing.T) {
+	fromYAML, err := Parse("mc.yaml", []byte(yamlMC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	asJSON := `{"apiVersion":"machineconfiguration.openshift.io/v1","kind":"MachineConfig",
+	  "metadata":{"labels":{"machineconfiguration.openshift.io/role":"worker"},"name":"50-yaml"},
+	  "spec":{"kernelArguments":["nosmt"],"config":{"ignition":{"version":"3.4.0"},
+	    "storage":{"files":[{"path":"/etc/yaml.conf","mode":420,"contents":{"source":"data:,hello"}}]},
+	    "systemd":{"units":[{"name":"yaml.service","enabled":true,
+	      "contents":"[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n"}]}}}}`
+	fromJSON, err := Parse("mc.json", []byte(asJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fromJSON[0].Digest, fromYAML[0].Digest; got != want {
+		t.Errorf("Parse(JSON form).Digest = %s, want %s (the YAML form's)", got, want)
+	}
+	if !strings.HasPrefix(string(fromYAML[0].Digest), "sha256:") || len(fromYAML[0].Digest) != len("sha256:")+64 {
+		t.Errorf("Parse(yaml).Digest = %q, want sha256:<64 hex>", fromYAML[0].Digest)
+	}
+	changed, err := Parse("mc.yaml", []byte(strings.Replace(yamlMC, "nosmt", "smt", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if changed[0].Digest == fromYAML[0].Digest {
+		t.Errorf("Parse(changed).Digest = %s, the same as before the change", changed[0].Digest)
+	}
+}
+
+// fieldErrors returns every *FieldError in err's tree, in order.
+func fieldErrors(err error) []FieldError {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []FieldError
+		for _, e := range j.Unwrap() {
+			out = append(out, fieldErrors(e)...)
+		}
+		return out
+	}
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return []FieldError{*fe}
+	}
+	return nil
+}
+
+// TestIgnitionErrorsNameUnits: ignition reports units by index; mcbake
+// names them, as in every other field path.
+func TestIgnitionErrorsNameUnits(t *testing.T) {
+	_, err := Parse("units.yaml", []byte(`kind: MachineConfig
+metadata: {name: 99-units}
+spec:
+  config:
+    ignition: {version: 3.5.0}
+    systemd:
+      units:
+      - {name: a.service, contents: "[Unit]\n"}
+      - {name: b.service, dropins: [{name: 10-x.conf, contents: "x"}, {name: 10-x.conf, contents: "y"}]}
+`))
+	want := "units.yaml: 99-units: spec.config.systemd.units[b.service].dropins[10-x.conf]"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Parse() = %v, want an error at %s", err, want)
+	}
+}

@@ -1,0 +1,220 @@
+package machineconfig
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	igerrors "github.com/coreos/ignition/v2/config/shared/errors"
+	v35 "github.com/coreos/ignition/v2/config/v3_5"
+	"github.com/coreos/ignition/v2/config/v3_5/types"
+	"github.com/coreos/vcontext/report"
+	"github.com/opencontainers/go-digest"
+)
+
+// Kind and APIVersion of a MachineConfig object.
+const (
+	Kind       = "MachineConfig"
+	APIVersion = "machineconfiguration.openshift.io/v1"
+)
+
+// MachineConfig is one parsed MachineConfig.
+type MachineConfig struct {
+	// File is where it was read from ("<stdin>" for standard input).
+	File string
+	Name string
+	// Digest is the sha256 of the object's canonical JSON.
+	Digest digest.Digest
+	Spec   Spec
+	// Ignition is the parsed spec.config, translated to spec 3.5.
+	Ignition types.Config
+}
+
+// Spec is a MachineConfig's spec, with the Ignition config left raw.
+type Spec struct {
+	OSImageURL                     string          `json:"osImageURL,omitempty"`
+	BaseOSExtensionsContainerImage string          `json:"baseOSExtensionsContainerImage,omitempty"`
+	Config                         json.RawMessage `json:"config,omitempty"`
+	KernelArguments                []string        `json:"kernelArguments,omitempty"`
+	Extensions                     []string        `json:"extensions,omitempty"`
+	FIPS                           bool            `json:"fips,omitempty"`
+	KernelType                     string          `json:"kernelType,omitempty"`
+}
+
+type object struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name string `json:"name"`
+	} `json:"metadata"`
+	Spec Spec `json:"spec"`
+}
+
+// FieldError is a problem with one field of one MachineConfig.
+type FieldError struct {
+	File          string
+	MachineConfig string
+	// Field is the JSON path, e.g. spec.config.storage.files[2].append.
+	Field string
+	// Reason classifies the problem, for callers that branch on it.
+	Reason Reason
+	Msg    string
+}
+
+// Reason classifies a FieldError, so that callers (the verify rules)
+// branch on a code, never on the wording of a message.
+type Reason string
+
+// Reasons.
+const (
+	// ReasonInvalid: the object or its Ignition config does not parse or
+	// does not validate.
+	ReasonInvalid Reason = "invalid"
+	// ReasonUnsupported: valid Ignition that the machine-config-daemon
+	// does not apply, or that an offline build cannot (remote content).
+	ReasonUnsupported Reason = "unsupported"
+	// ReasonContent: a file's contents do not decode (data URL, gzip,
+	// verification hash, size limits).
+	ReasonContent Reason = "content"
+	// ReasonRender: what the machine-config-daemon would write cannot be
+	// written against the root (clashes, links, enablement, parsing a
+	// unit file).
+	ReasonRender Reason = "render"
+)
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("%s: %s: %s: %s", e.File, e.MachineConfig, e.Field, e.Msg)
+}
+
+// parseObject parses one MachineConfig object. It returns the
+// MachineConfig (when its Ignition config parsed) together with every
+// refusal found in it.
+func parseObject(file string, raw json.RawMessage) (*MachineConfig, error) {
+	var obj object
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	name := obj.Metadata.Name
+	ferr := func(field, msg string) error {
+		return &FieldError{File: file, MachineConfig: orUnnamed(name), Field: field, Reason: ReasonInvalid, Msg: msg}
+	}
+	if obj.Kind != Kind {
+		return nil, ferr("kind", fmt.Sprintf("kind %q is not %s (or a List of them)", obj.Kind, Kind))
+	}
+	if name == "" {
+		return nil, ferr("metadata.name", "MachineConfig has no name")
+	}
+	mc := &MachineConfig{File: file, Name: name, Digest: digest.FromBytes(raw), Spec: obj.Spec}
+	cfg, err := parseIgnition(obj.Spec.Config)
+	if err != nil {
+		return nil, withContext(err, file, name)
+	}
+	mc.Ignition = cfg
+	return mc, withContext(Refusals(cfg), file, name)
+}
+
+func orUnnamed(name string) string {
+	if name == "" {
+		return "<unnamed>"
+	}
+	return name
+}
+
+// parseIgnition parses spec.config with ignition's own parser for specs 3.0
+// to 3.5. An absent config is an empty 3.5 config.
+func parseIgnition(raw json.RawMessage) (types.Config, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return types.Config{Ignition: types.Ignition{Version: types.MaxVersion.String()}}, nil
+	}
+	cfg, rpt, err := v35.ParseCompatibleVersion(raw)
+	if err != nil {
+		return types.Config{}, reportErrors(err, rpt, unitNames(raw))
+	}
+	return cfg, nil
+}
+
+// reportErrors turns ignition's validation report into field errors.
+func reportErrors(err error, rpt report.Report, units unitNameIndex) error {
+	var errs []error
+	for _, e := range rpt.Entries {
+		if !e.Kind.IsFatal() {
+			continue
+		}
+		errs = append(errs, &FieldError{Field: ignitionField(e.Context.Path, units), Reason: ReasonInvalid, Msg: e.Message})
+	}
+	if len(errs) == 0 {
+		field := "spec.config"
+		if errors.Is(err, igerrors.ErrUnknownVersion) || errors.Is(err, igerrors.ErrInvalidVersion) {
+			field = "spec.config.ignition.version"
+		}
+		errs = append(errs, &FieldError{Field: field, Reason: ReasonInvalid, Msg: err.Error()})
+	}
+	return errors.Join(errs...)
+}
+
+// unitNameIndex holds the unit and drop-in names of a raw config, by
+// index, so that field paths can name units as the rest of mcbake does.
+type unitNameIndex []struct {
+	Name    string `json:"name"`
+	Dropins []struct {
+		Name string `json:"name"`
+	} `json:"dropins"`
+}
+
+// unitNames reads what it can of raw's units; a config too broken for
+// that gets index paths.
+func unitNames(raw []byte) unitNameIndex {
+	var cfg struct {
+		Systemd struct {
+			Units unitNameIndex `json:"units"`
+		} `json:"systemd"`
+	}
+	_ = json.Unmarshal(raw, &cfg)
+	return cfg.Systemd.Units
+}
+
+// ignitionField renders a vcontext path ([storage files 0 path]) as
+// spec.config.storage.files[0].path; units and drop-ins are named
+// (spec.config.systemd.units[kubelet.service].dropins[10-a.conf]).
+func ignitionField(p []interface{}, units unitNameIndex) string {
+	var b strings.Builder
+	b.WriteString("spec.config")
+	unit := -1
+	for i, e := range p {
+		n, isIndex := e.(int)
+		if !isIndex || i == 0 {
+			fmt.Fprintf(&b, ".%v", e)
+			continue
+		}
+		switch name := p[i-1]; {
+		case name == "units" && n < len(units) && units[n].Name != "":
+			unit = n
+			fmt.Fprintf(&b, "[%s]", units[n].Name)
+		case name == "dropins" && unit >= 0 && n < len(units[unit].Dropins) && units[unit].Dropins[n].Name != "":
+			fmt.Fprintf(&b, "[%s]", units[unit].Dropins[n].Name)
+		default:
+			fmt.Fprintf(&b, "[%d]", n)
+		}
+	}
+	return b.String()
+}
+
+// withContext fills in the file and MachineConfig of every FieldError in
+// err (a single error or an errors.Join of them).
+func withContext(err error, file, name string) error {
+	if err == nil {
+		return nil
+	}
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
+		var fe *FieldError
+		if errors.As(e, &fe) {
+			fe.File, fe.MachineConfig = file, name
+		}
+	}
+	return errors.Join(errs...)
+}

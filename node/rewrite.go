@@ -1,0 +1,224 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/mcbake/mcbake/machineconfig"
+	"github.com/mcbake/mcbake/manifest"
+	"github.com/mcbake/mcbake/render"
+	"github.com/mcbake/mcbake/revert"
+)
+
+// Action is what Rewrite did (or, in a dry run, would do) to one path.
+type Action struct {
+	Path string `json:"path"`
+	// Op is write, mkdir, symlink, link, remove, or unchanged.
+	Op string `json:"op"`
+	// Kinds says what differed before the rewrite.
+	Kinds []string `json:"kinds,omitempty"`
+}
+
+// Unchanged is the Op of a path that already matched.
+const Unchanged = "unchanged"
+
+// PlanMismatchError means the MachineConfigs given to Rewrite do not define
+// what the plan says; nothing was written.
+type PlanMismatchError struct{ Lines []string }
+
+func (e *PlanMismatchError) Error() string { return strings.Join(e.Lines, "\n") }
+
+// Rewrite makes every planned path under root exactly what the
+// MachineConfigs, rendered against root, want. Content always comes from
+// the MachineConfigs; each plan entry must match the rendering's type,
+// mode, owners and digest or target, or nothing is written; nor is
+// anything written for an invalid plan (see revert.ReadPlan), or one that
+// names the config the machine-config-daemon stores. Missing parents are
+// created as the MCD creates them (0755 root:root). Each write is atomic
+// and never follows a path outside root. A path already in the wanted
+// state is left alone, so Rewrite is idempotent: a second run writes
+// nothing. With dryRun it only reports what it would do.
+func Rewrite(root *Root, p *revert.Plan, mcs []*machineconfig.MachineConfig, dryRun bool) ([]Action, error) {
+	res, err := renderOn(root, mcs)
+	if err != nil {
+		return nil, err
+	}
+	return rewrite(root, p, res, dryRun)
+}
+
+// rewrite is Rewrite with the rendering done.
+func rewrite(root *Root, p *revert.Plan, res *render.Result, dryRun bool) ([]Action, error) {
+	if err := p.Check(); err != nil {
+		return nil, err
+	}
+	want, err := planned(p, res)
+	if err != nil {
+		return nil, err
+	}
+	var acts []Action
+	// Hard links last: their targets may be planned too.
+	for _, links := range []bool{false, true} {
+		for i, pe := range p.Rewrite {
+			if (want[i].Type == manifest.Hardlink) != links {
+				continue
+			}
+			a, err := rewriteOne(root, pe.Path, want[i], dryRun)
+			if err != nil {
+				return acts, err
+			}
+			acts = append(acts, a)
+		}
+	}
+	return acts, nil
+}
+
+// planned matches every plan entry with the rendered entry for its path.
+func planned(p *revert.Plan, res *render.Result) ([]render.Entry, error) {
+	byPath := map[string]render.Entry{}
+	for _, e := range res.Entries {
+		byPath[e.Path] = e
+	}
+	var lines []string
+	out := make([]render.Entry, len(p.Rewrite))
+	for i, pe := range p.Rewrite {
+		if pe.MachineConfigPath() == render.CurrentConfig {
+			lines = append(lines, fmt.Sprintf("plan: %s: the machine-config-daemon stores the config the node runs there; refusing to rewrite it", pe.MachineConfigPath()))
+			continue
+		}
+		e, ok := byPath[pe.MachineConfigPath()]
+		if !ok {
+			e, ok = implied(pe, res)
+		}
+		if !ok {
+			lines = append(lines, fmt.Sprintf("plan: %s: not defined by the given MachineConfigs (%s %s)", pe.MachineConfigPath(), pe.Source.MachineConfig, pe.Source.Field))
+			continue
+		}
+		// The plan may only name where the MachineConfigs put the path:
+		// as asked, or as resolved on this root (writes resolve in root).
+		if pe.Path != e.Path && pe.Path != e.Where() {
+			lines = append(lines, fmt.Sprintf("plan: %s: the MachineConfigs put this path at %s on this root, not at %s", pe.MachineConfigPath(), e.Where(), pe.Path))
+			continue
+		}
+		if d := planDiff(pe, e.Entry); d != "" {
+			lines = append(lines, fmt.Sprintf("plan: %s: the plan's %s does not match the MachineConfigs (%s %s)", pe.MachineConfigPath(), d, e.Source.MachineConfig, e.Source.Field))
+			continue
+		}
+		out[i] = e
+	}
+	if len(lines) > 0 {
+		return nil, &PlanMismatchError{Lines: lines}
+	}
+	return out, nil
+}
+
+// implied accepts plan entries that a rendering against the node's root
+// does not list because the node already is (or was partly made) as
+// wanted: see impliedParent and impliedAbsent.
+func implied(pe revert.PlanEntry, res *render.Result) (render.Entry, bool) {
+	if e, ok := impliedParent(pe, res); ok {
+		return e, true
+	}
+	return impliedAbsent(pe, res)
+}
+
+// impliedAbsent accepts a planned removal of an enablement link when the
+// MachineConfigs disable or mask that unit (the rendering lists the
+// removal only while the node still has the link).
+func impliedAbsent(pe revert.PlanEntry, res *render.Result) (render.Entry, bool) {
+	dir := path.Dir(pe.Path)
+	if pe.Type != manifest.Absent || pe.RequestedPath != "" || path.Dir(dir) != render.UnitDir ||
+		!(strings.HasSuffix(dir, ".wants") || strings.HasSuffix(dir, ".requires")) {
+		return render.Entry{}, false
+	}
+	name := path.Base(pe.Path)
+	for _, u := range res.Units {
+		if u.Name == name && (u.Enablement == render.Disabled || u.Enablement == render.Masked) {
+			return render.Entry{Entry: manifest.Entry{Path: pe.MachineConfigPath(), Type: manifest.Absent, Source: u.Source}}, true
+		}
+	}
+	return render.Entry{}, false
+}
+
+// impliedParent accepts a planned directory that the rendering does not
+// list because the node already has it, when it is a parent of a rendered
+// entry and has the MCD's default parent metadata.
+func impliedParent(pe revert.PlanEntry, res *render.Result) (render.Entry, bool) {
+	if pe.Type != manifest.Directory || pe.Mode != 0o755 || pe.UID != 0 || pe.GID != 0 {
+		return render.Entry{}, false
+	}
+	for _, e := range res.Entries {
+		if strings.HasPrefix(e.Path, pe.MachineConfigPath()+"/") && strings.HasPrefix(e.Where(), pe.Path+"/") {
+			return render.Entry{Entry: manifest.Entry{Path: pe.MachineConfigPath(), ResolvedPath: pe.Path, Type: manifest.Directory, Mode: 0o755, Source: pe.Source}}, true
+		}
+	}
+	return render.Entry{}, false
+}
+
+// planDiff names the first attribute in which a plan entry differs from
+// the rendering's entry e, "" when it matches.
+func planDiff(pe revert.PlanEntry, e manifest.Entry) string {
+	d := manifest.Compare(e, manifest.Entry{Type: pe.Type, Mode: pe.Mode, UID: pe.UID, GID: pe.GID, Digest: pe.Digest, Target: pe.Target})
+	if len(d) == 0 {
+		return ""
+	}
+	switch d[0] {
+	case manifest.AttrContent:
+		return "digest"
+	case manifest.AttrUID, manifest.AttrGID:
+		return "owner"
+	}
+	return string(d[0])
+}
+
+func rewriteOne(root *Root, p string, e render.Entry, dryRun bool) (Action, error) {
+	kinds, err := differences(root, p, e.Entry)
+	if err != nil {
+		return Action{}, err
+	}
+	a := Action{Path: p, Op: Unchanged, Kinds: kinds}
+	if len(kinds) == 0 {
+		return a, nil
+	}
+	a.Op = opFor(e.Type)
+	if dryRun {
+		return a, nil
+	}
+	if e.Type != manifest.Absent {
+		if err := root.MkdirAll(path.Dir(p), func(string) (uint32, int, int) { return 0o755, 0, 0 }); err != nil {
+			return a, err
+		}
+	}
+	return a, apply(root, p, e)
+}
+
+func opFor(t manifest.Type) string {
+	switch t {
+	case manifest.Directory:
+		return "mkdir"
+	case manifest.Symlink:
+		return "symlink"
+	case manifest.Hardlink:
+		return "link"
+	case manifest.Absent:
+		return "remove"
+	}
+	return "write"
+}
+
+func apply(root *Root, p string, e render.Entry) error {
+	switch e.Type {
+	case manifest.File:
+		return root.WriteFile(p, e.Content, uint32(e.Mode), e.UID, e.GID)
+	case manifest.Directory:
+		return root.Mkdir(p, uint32(e.Mode), e.UID, e.GID)
+	case manifest.Symlink:
+		return root.Symlink(p, e.Target, e.UID, e.GID)
+	case manifest.Hardlink:
+		return root.Link(p, e.Target)
+	case manifest.Absent:
+		return root.Remove(p)
+	}
+	return errors.New("unknown entry type " + string(e.Type))
+}

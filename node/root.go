@@ -1,0 +1,239 @@
+package node
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mcbake/mcbake/render"
+)
+
+// Root is a node's root filesystem, or an ostree deployment's, mounted at a
+// host directory: a render.Dir (reads through openat2 with RESOLVE_IN_ROOT,
+// never leaving the directory) with atomic writes. Every write goes
+// through a parent directory opened inside the root and names a single
+// component in it; files and symlinks are written to a temporary name in
+// the same directory, fsynced, renamed over the destination and the
+// directory fsynced, so a crash leaves either the old or the new entry.
+// Close it when done.
+type Root struct {
+	*render.Dir
+}
+
+// Open opens dir as a root.
+func Open(dir string) (*Root, error) {
+	d, err := render.OpenDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Root{Dir: d}, nil
+}
+
+// openDir opens the directory dir (absolute, inside the root) with every
+// symlink resolved inside the root.
+func (r *Root) openDir(dir string) (int, error) {
+	return r.OpenIn(dir, unix.O_RDONLY|unix.O_DIRECTORY)
+}
+
+// clean returns p as an absolute, clean path inside the root: ".."
+// cannot climb above "/".
+func clean(p string) string { return path.Clean("/" + p) }
+
+// split returns the parent directory and the name of the path p, which
+// must not be the root itself: every write goes through a parent
+// directory opened inside the root, and the name is a single component
+// (never "..", never absolute).
+func split(p string) (dir, name string, err error) {
+	c := clean(p)
+	if c == "/" {
+		return "", "", &os.PathError{Op: "resolve", Path: p, Err: errors.New("the root directory itself cannot be written")}
+	}
+	return path.Dir(c), path.Base(c), nil
+}
+
+// MkdirAll creates dir and its missing parents inside the root. Missing
+// directories get mode and uid/gid from parent (called with each missing
+// path, outermost first).
+func (r *Root) MkdirAll(dir string, parent func(p string) (mode uint32, uid, gid int)) error {
+	cur := "/"
+	for _, c := range strings.Split(strings.Trim(clean(dir), "/"), "/") {
+		if c == "" {
+			continue
+		}
+		next := path.Join(cur, c)
+		if _, err := r.openDirClose(next); err == nil {
+			cur = next
+			continue
+		} else if !errors.Is(err, unix.ENOENT) {
+			return err
+		}
+		mode, uid, gid := parent(next)
+		if err := r.Mkdir(next, mode, uid, gid); err != nil {
+			return err
+		}
+		cur = next
+	}
+	return nil
+}
+
+func (r *Root) openDirClose(dir string) (struct{}, error) {
+	fd, err := r.openDir(dir)
+	if err == nil {
+		unix.Close(fd)
+	}
+	return struct{}{}, err
+}
+
+// withDir runs fn with the open parent directory of p and p's base name,
+// then fsyncs the directory.
+func (r *Root) withDir(p string, fn func(dfd int, name string) error) error {
+	dir, name, err := split(p)
+	if err != nil {
+		return err
+	}
+	dfd, err := r.openDir(dir)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dfd)
+	if err := fn(dfd, name); err != nil {
+		return &os.PathError{Op: "write", Path: p, Err: err}
+	}
+	return unix.Fsync(dfd)
+}
+
+// Mkdir makes the directory p, or sets its mode and owner if it exists.
+// An existing non-directory (a symlink included) is an error.
+func (r *Root) Mkdir(p string, mode uint32, uid, gid int) error {
+	return r.withDir(p, func(dfd int, name string) error {
+		if err := unix.Mkdirat(dfd, name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+			return err
+		}
+		// The owner and mode are set through the directory itself, opened
+		// without following a symlink, so that nothing swapped in since
+		// the mkdir is changed in its place.
+		fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+			return errors.New("exists and is not a directory")
+		}
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		if err := unix.Fchown(fd, uid, gid); err != nil {
+			return err
+		}
+		return unix.Fchmod(fd, mode&0o7777)
+	})
+}
+
+// WriteFile atomically replaces p with a regular file.
+func (r *Root) WriteFile(p string, content []byte, mode uint32, uid, gid int) error {
+	return r.withDir(p, func(dfd int, name string) error {
+		tmp := tempName(name)
+		fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			return err
+		}
+		f := os.NewFile(uintptr(fd), tmp)
+		err = writeAll(f, content, mode, uid, gid)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return renameInto(dfd, tmp, name, err)
+	})
+}
+
+func writeAll(f *os.File, content []byte, mode uint32, uid, gid int) error {
+	if _, err := f.Write(content); err != nil {
+		return err
+	}
+	if err := f.Chown(uid, gid); err != nil {
+		return err
+	}
+	// After the chown, which clears setuid and setgid; unix.Fchmod keeps
+	// them and the sticky bit, which os.FileMode's permission bits lack.
+	if err := unix.Fchmod(int(f.Fd()), mode&0o7777); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+// renameInto renames tmp over name, or removes tmp when err is set.
+func renameInto(dfd int, tmp, name string, err error) error {
+	if err == nil {
+		err = unix.Renameat(dfd, tmp, dfd, name)
+	}
+	if err != nil {
+		unix.Unlinkat(dfd, tmp, 0)
+	}
+	return err
+}
+
+// Symlink atomically replaces p with a symlink to target.
+func (r *Root) Symlink(p, target string, uid, gid int) error {
+	return r.withDir(p, func(dfd int, name string) error {
+		tmp := tempName(name)
+		if err := unix.Symlinkat(target, dfd, tmp); err != nil {
+			return err
+		}
+		err := unix.Fchownat(dfd, tmp, uid, gid, unix.AT_SYMLINK_NOFOLLOW)
+		return renameInto(dfd, tmp, name, err)
+	})
+}
+
+// Link atomically replaces p with a hard link to the file at target.
+func (r *Root) Link(p, target string) error {
+	tdir, tname, err := split(target)
+	if err != nil {
+		return err
+	}
+	tfd, err := r.openDir(tdir)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(tfd)
+	return r.withDir(p, func(dfd int, name string) error {
+		tmp := tempName(name)
+		if err := unix.Linkat(tfd, tname, dfd, tmp, 0); err != nil {
+			return err
+		}
+		return renameInto(dfd, tmp, name, nil)
+	})
+}
+
+// Remove removes the non-directory p if it exists (a missing parent
+// directory means it does not).
+func (r *Root) Remove(p string) error {
+	dir, name, err := split(p)
+	if err != nil {
+		return err
+	}
+	dfd, err := r.openDir(dir)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dfd)
+	if err := unix.Unlinkat(dfd, name, 0); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return &os.PathError{Op: "remove", Path: p, Err: err}
+	}
+	return unix.Fsync(dfd)
+}
+
+func tempName(name string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf(".%s.mcbake-%s", name, hex.EncodeToString(b[:]))
+}

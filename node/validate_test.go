@@ -1,0 +1,116 @@
+package node
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/mcbake/mcbake/render"
+)
+
+// TestOnDisk starts from a node the MachineConfig was applied to (by
+// Rewrite, checked in TestRewrite), breaks one path per mismatch kind,
+// and checks OnDisk reports exactly those.
+func TestOnDisk(t *testing.T) {
+	requireRoot(t)
+	mcs := parseMC(t, nodeMC)
+	dir := newNode(t)
+	root := openRoot(t, dir)
+	res := renderOnNode(t, mcs, dir)
+	if _, err := rewrite(root, planFor(res, true), res, false); err != nil {
+		t.Fatalf("Rewrite: %v", err)
+	}
+	// The machine-config-daemon made its directory when it stored the
+	// config (the plan leaves both to it).
+	if err := os.Mkdir(filepath.Join(dir, "etc", "machine-config-daemon"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	clean, err := check(root, renderOnNode(t, mcs, dir))
+	if err != nil {
+		t.Fatalf("OnDisk: %v", err)
+	}
+	if len(clean.Mismatches) != 0 {
+		t.Fatalf("OnDisk after Rewrite: %+v, want no mismatch", clean.Mismatches)
+	}
+
+	host := func(p string) string { return filepath.Join(dir, p) }
+	steps := []func() error{
+		// missing
+		func() error { return os.Remove(host("etc/mcbake/new/deep/b.conf")) },
+		// present: the base's link for the disabled unit is back
+		func() error {
+			return os.Symlink("/usr/lib/systemd/system/foo.service", host("etc/systemd/system/multi-user.target.wants/foo.service"))
+		},
+		// content, same mode and owner
+		func() error { return os.WriteFile(host("etc/mcbake/a.conf"), []byte("changed\n"), 0o600) },
+		// mode
+		func() error { return os.Chmod(host("etc/mcbake/mode.conf"), 0o644) },
+		// owner
+		func() error { return os.Lchown(host("etc/mcbake/owner.conf"), 0, 0) },
+		// directory mode and owner
+		func() error { return os.Chmod(host("etc/mcbake/dir"), 0o755) },
+		func() error { return os.Lchown(host("etc/mcbake/dir"), 1000, 0) },
+		// type: a file where the link belongs
+		func() error { return os.Remove(host("etc/mcbake/link")) },
+		func() error { return os.WriteFile(host("etc/mcbake/link"), []byte("a.conf"), 0o644) },
+		// target: the mask points elsewhere
+		func() error { return os.Remove(host("etc/systemd/system/baz.service")) },
+		func() error {
+			return os.Symlink("/usr/lib/systemd/system/baz.service", host("etc/systemd/system/baz.service"))
+		},
+		// the stored config is the MCD's own: never compared
+		func() error { return os.WriteFile(host(render.CurrentConfig[1:]), []byte("{}"), 0o600) },
+	}
+	for i, step := range steps {
+		if err := step(); err != nil {
+			t.Fatalf("breaking the node, step %d: %v", i, err)
+		}
+	}
+	res = renderOnNode(t, mcs, dir)
+	rep, err := check(root, res)
+	if err != nil {
+		t.Fatalf("OnDisk: %v", err)
+	}
+	src := func(field string) string { return "99-node " + field }
+	type row struct{ Path, Kinds, Want, Got, Source string }
+	var got []row
+	for _, m := range rep.Mismatches {
+		got = append(got, row{m.Path, strings.Join(m.Kinds, ","), m.Want, m.Got, m.Source.MachineConfig + " " + m.Source.Field})
+	}
+	want := []row{
+		{"/etc/mcbake/a.conf", "content", "file 0600 1000:1001 " + string(sha("a\n"))[:19], "file 0600 1000:1001 " + string(sha("changed\n"))[:19], src("spec.config.storage.files[0]")},
+		{"/etc/mcbake/dir", "mode,owner", "directory 0750 0:0", "directory 0755 1000:0", src("spec.config.storage.directories[0]")},
+		{"/etc/mcbake/link", "type", "symlink -> a.conf 0:0", "file 0644 0:0 " + string(sha("a.conf"))[:19], src("spec.config.storage.links[0]")},
+		{"/etc/mcbake/mode.conf", "mode", "file 0640 0:0 " + string(sha("mode\n"))[:19], "file 0644 0:0 " + string(sha("mode\n"))[:19], src("spec.config.storage.files[1]")},
+		{"/etc/mcbake/new/deep/b.conf", "missing", "file 0644 0:0 " + string(sha("b\n"))[:19], "absent", src("spec.config.storage.files[3]")},
+		{"/etc/mcbake/owner.conf", "owner", "file 0644 1000:0 " + string(sha("owner\n"))[:19], "file 0644 0:0 " + string(sha("owner\n"))[:19], src("spec.config.storage.files[2]")},
+		{"/etc/systemd/system/baz.service", "target", "symlink -> /dev/null 0:0", "symlink -> /usr/lib/systemd/system/baz.service 0:0", src("spec.config.systemd.units[baz.service].mask")},
+		{"/etc/systemd/system/multi-user.target.wants/foo.service", "present", "absent", "symlink -> /usr/lib/systemd/system/foo.service 0:0", src("spec.config.systemd.units[foo.service].enabled")},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("OnDisk mismatches (-want +got):\n%s", diff)
+	}
+	if rep.Checked != len(res.Entries)-1 || rep.Root != dir {
+		t.Errorf("OnDisk checked %d paths of %s, want %d of %s (every rendered entry but the stored config)", rep.Checked, rep.Root, len(res.Entries)-1, dir)
+	}
+
+	var text, js bytes.Buffer
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "8 mismatch(es)") || !strings.Contains(text.String(), "[mode owner]") {
+		t.Errorf("WriteText:\n%s", text.String())
+	}
+	if err := rep.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || !cmp.Equal(*rep, back) {
+		t.Errorf("WriteJSON does not round-trip (%v):\n%s", err, js.String())
+	}
+}

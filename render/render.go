@@ -1,0 +1,351 @@
+// Package render turns merged MachineConfigs into the exact filesystem
+// entries the machine-config-daemon would write on a node: files,
+// directories, links, systemd units, drop-ins, masks, enablement symlinks,
+// core's SSH keys and the stored current config, each with the
+// MachineConfig field it came from. It reads nothing but the MachineConfigs
+// and a Root (a directory or a base image index) where owner names, presets
+// and base unit files are looked up and parent symlinks are followed.
+package render
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/coreos/ignition/v2/config/v3_5/types"
+	"github.com/klauspost/compress/gzip"
+	"github.com/opencontainers/go-digest"
+	"github.com/vincent-petithory/dataurl"
+
+	"github.com/mcbake/mcbake/machineconfig"
+	"github.com/mcbake/mcbake/manifest"
+)
+
+// MaxContent bounds a file's decompressed content (docs/design.md, "What is refused").
+const MaxContent = 64 << 20
+
+// Well-known paths the MCD writes.
+const (
+	CurrentConfig = "/etc/machine-config-daemon/currentconfig"
+	SSHKeysFile   = "/home/core/.ssh/authorized_keys.d/ignition"
+)
+
+// Entry is one rendered filesystem entry: its manifest record plus, for
+// files, the content.
+type Entry struct {
+	manifest.Entry
+	Content []byte
+}
+
+// Result is a rendering: entries in the order the MCD writes them (later
+// writes of the same path already folded in), and unit enablement.
+type Result struct {
+	Entries []Entry
+	Units   []manifest.Unit
+}
+
+// Manifest returns the ownership manifest of the rendering.
+func (res *Result) Manifest(mcs []*machineconfig.MachineConfig) *manifest.Manifest {
+	m := &manifest.Manifest{Units: append([]manifest.Unit(nil), res.Units...)}
+	for _, mc := range mcs {
+		m.MachineConfigs = append(m.MachineConfigs, manifest.MachineConfig{Name: mc.Name, Digest: mc.Digest})
+	}
+	for _, e := range res.Entries {
+		m.Entries = append(m.Entries, e.Entry)
+	}
+	m.Sort()
+	return m
+}
+
+// Render renders m against root (nil: an empty root, where nothing exists
+// and no owner name resolves). It reports every problem found, joined.
+func Render(m *machineconfig.Merged, root Root) (*Result, error) {
+	hasRoot := root != nil
+	if root == nil {
+		root = emptyRoot{}
+	}
+	r := &renderer{m: m, root: root, hasRoot: hasRoot,
+		mcUnits: map[string]machineconfig.Unit{}, also: map[string][]string{}, index: map[string]int{},
+		storage: map[string]machineconfig.Source{}}
+	var err error
+	if r.owners, err = newOwners(root); err != nil {
+		return nil, err
+	}
+	if r.presets, err = loadPresets(root); err != nil {
+		return nil, err
+	}
+	for _, u := range m.Units {
+		r.mcUnits[u.Name] = u
+	}
+	r.files()
+	r.directories()
+	r.storageLinks()
+	r.units()
+	r.sshKeys()
+	r.currentConfig()
+	if err := r.owners.err(); err != nil {
+		r.errs = append(r.errs, err)
+	}
+	r.place()
+	if len(r.errs) > 0 {
+		return nil, errors.Join(r.errs...)
+	}
+	return &Result{Entries: r.entries, Units: r.unitStates}, nil
+}
+
+type renderer struct {
+	m          *machineconfig.Merged
+	root       Root
+	hasRoot    bool // a root was given: presets decide units without enabled
+	owners     *owners
+	presets    *presets
+	mcUnits    map[string]machineconfig.Unit
+	also       map[string][]string
+	entries    []Entry
+	index      map[string]int // path -> position in entries
+	storage    map[string]machineconfig.Source
+	unitStates []manifest.Unit
+	errs       []error
+	ioErrs     map[string]bool // paths whose I/O error is recorded
+}
+
+func at(s machineconfig.Source, field string) machineconfig.Source {
+	s.Field = field
+	return s
+}
+
+func (r *renderer) fail(src machineconfig.Source, format string, args ...any) {
+	r.failFor(machineconfig.ReasonRender, src, format, args...)
+}
+
+func (r *renderer) failFor(reason machineconfig.Reason, src machineconfig.Source, format string, args ...any) {
+	r.errs = append(r.errs, &machineconfig.FieldError{File: src.File, MachineConfig: src.MachineConfig, Field: src.Field,
+		Reason: reason, Msg: fmt.Sprintf(format, args...)})
+}
+
+// lstat is r.root.Lstat; an I/O error is recorded once per path and the
+// path treated as absent.
+func (r *renderer) lstat(p string) (manifest.Entry, bool) {
+	e, ok, err := r.root.Lstat(p)
+	if err != nil {
+		r.ioError(p, err)
+	}
+	return e, ok
+}
+
+// readDir is r.root.ReadDir; an I/O error is recorded once per path.
+func (r *renderer) readDir(p string) []string {
+	names, err := r.root.ReadDir(p)
+	if err != nil {
+		r.ioError(p, err)
+	}
+	return names
+}
+
+func (r *renderer) ioError(p string, err error) {
+	if r.ioErrs[p] {
+		return
+	}
+	if r.ioErrs == nil {
+		r.ioErrs = map[string]bool{}
+	}
+	r.ioErrs[p] = true
+	r.errs = append(r.errs, fmt.Errorf("reading the root: %w", err))
+}
+
+func loc(src machineconfig.Source) string {
+	return fmt.Sprintf("%s: %s: %s", src.File, src.MachineConfig, src.Field)
+}
+
+// add records e, replacing an earlier entry at the same path (the MCD's
+// later write wins).
+func (r *renderer) add(e Entry, src machineconfig.Source) {
+	e.Source = manifest.Source{MachineConfig: src.MachineConfig, Field: src.Field}
+	if i, ok := r.index[e.Path]; ok {
+		r.entries[i] = e
+		return
+	}
+	r.index[e.Path] = len(r.entries)
+	r.entries = append(r.entries, e)
+}
+
+func (r *renderer) addFile(p string, content []byte, mode uint32, uid, gid int, src machineconfig.Source) {
+	r.add(Entry{Entry: manifest.Entry{Path: p, Type: manifest.File, Mode: manifest.Mode(mode), UID: uid, GID: gid,
+		Size: int64(len(content)), Digest: digest.FromBytes(content)}, Content: content}, src)
+}
+
+func (r *renderer) addLink(p, target string, src machineconfig.Source) {
+	r.add(Entry{Entry: manifest.Entry{Path: p, Type: manifest.Symlink, Mode: 0o777, Target: target}}, src)
+}
+
+func (r *renderer) addAbsent(p string, src machineconfig.Source) {
+	r.add(Entry{Entry: manifest.Entry{Path: p, Type: manifest.Absent}}, src)
+}
+
+// claim records that a storage file, directory or link is written at p,
+// refusing a second one of another kind at the same path (several
+// MachineConfigs can define a file and a directory at one path; no node
+// can have both).
+func (r *renderer) claim(p string, src machineconfig.Source) bool {
+	if prev, ok := r.storage[p]; ok {
+		r.fail(at(src, src.Field+".path"), "path %s is also defined by %s: %s: %s", p, prev.File, prev.MachineConfig, prev.Field)
+		return false
+	}
+	r.storage[p] = src
+	return true
+}
+
+func (r *renderer) files() {
+	for _, f := range r.m.Files {
+		src := f.Source
+		if !r.claim(f.Path, src) {
+			continue
+		}
+		content, err := decode(f.Contents)
+		if err != nil {
+			r.failFor(machineconfig.ReasonContent, at(src, src.Field+".contents"), "%v", err)
+			continue
+		}
+		mode := uint32(0o644)
+		if f.Mode != nil {
+			mode = uint32(*f.Mode)
+		}
+		uid := r.owners.uid(f.User.ID, f.User.Name, loc(src))
+		gid := r.owners.gid(f.Group.ID, f.Group.Name, loc(src))
+		r.addFile(f.Path, content, mode, uid, gid, src)
+	}
+}
+
+func (r *renderer) directories() {
+	for _, d := range r.m.Directories {
+		if !r.claim(d.Path, d.Source) {
+			continue
+		}
+		mode := uint32(0o755)
+		if d.Mode != nil {
+			mode = uint32(*d.Mode)
+		}
+		uid := r.owners.uid(d.User.ID, d.User.Name, loc(d.Source))
+		gid := r.owners.gid(d.Group.ID, d.Group.Name, loc(d.Source))
+		r.add(Entry{Entry: manifest.Entry{Path: d.Path, Type: manifest.Directory, Mode: manifest.Mode(mode), UID: uid, GID: gid}}, d.Source)
+	}
+}
+
+func (r *renderer) storageLinks() {
+	for _, l := range r.m.Links {
+		if !r.claim(l.Path, l.Source) {
+			continue
+		}
+		if l.Target == nil {
+			r.fail(at(l.Source, l.Source.Field+".target"), "link has no target")
+			continue
+		}
+		e := Entry{Entry: manifest.Entry{Path: l.Path, Type: manifest.Symlink, Mode: 0o777, Target: *l.Target,
+			UID: r.owners.uid(l.User.ID, l.User.Name, loc(l.Source)), GID: r.owners.gid(l.Group.ID, l.Group.Name, loc(l.Source))}}
+		if l.Hard != nil && *l.Hard {
+			e.Type, e.Mode = manifest.Hardlink, 0
+		}
+		r.add(e, l.Source)
+	}
+}
+
+// sshKeys writes core's keys where the MCD does, 0600 core:core.
+func (r *renderer) sshKeys() {
+	if len(r.m.SSHKeys) == 0 {
+		return
+	}
+	src := r.m.SSHKeys[0].Source
+	src.Field = strings.TrimSuffix(src.Field, "[0]")
+	core := "core"
+	where := loc(src)
+	uid, gid := r.owners.uid(nil, &core, where), r.owners.gid(nil, &core, where)
+	var b strings.Builder
+	for _, k := range r.m.SSHKeys {
+		b.WriteString(k.Key)
+		b.WriteByte('\n')
+	}
+	for _, dir := range []string{"/home/core", "/home/core/.ssh", "/home/core/.ssh/authorized_keys.d"} {
+		if _, ok := r.lstat(dir); !ok || dir != "/home/core" {
+			r.add(Entry{Entry: manifest.Entry{Path: dir, Type: manifest.Directory, Mode: 0o700, UID: uid, GID: gid}}, src)
+		}
+	}
+	r.addFile(SSHKeysFile, []byte(b.String()), 0o600, uid, gid, src)
+}
+
+func (r *renderer) currentConfig() {
+	b, err := r.m.JSON()
+	if err != nil {
+		r.errs = append(r.errs, err)
+		return
+	}
+	r.addFile(CurrentConfig, b, 0o644, 0, 0, machineconfig.Source{MachineConfig: r.m.Name, Field: "spec"})
+}
+
+// decode returns a resource's content: a data URL, optionally gzip
+// compressed (bounded by MaxContent while decompressing), checked against
+// its verification hash.
+func decode(res types.Resource) ([]byte, error) {
+	var data []byte
+	if res.Source != nil && *res.Source != "" {
+		du, err := dataurl.DecodeString(*res.Source)
+		if err != nil {
+			return nil, fmt.Errorf("decoding data URL: %w", err)
+		}
+		data = du.Data
+	}
+	if res.Compression != nil && *res.Compression == "gzip" {
+		var err error
+		if data, err = gunzip(data); err != nil {
+			return nil, err
+		}
+	}
+	if err := verify(res.Verification, data); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+func gunzip(data []byte) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("invalid gzip content: %w", err)
+	}
+	out, err := io.ReadAll(io.LimitReader(zr, MaxContent+1))
+	if err != nil {
+		return nil, fmt.Errorf("invalid gzip content: %w", err)
+	}
+	if len(out) > MaxContent {
+		return nil, fmt.Errorf("gzip content expands past %d MiB", MaxContent>>20)
+	}
+	return out, nil
+}
+
+func verify(v types.Verification, data []byte) error {
+	if v.Hash == nil || *v.Hash == "" {
+		return nil
+	}
+	algo, want, ok := strings.Cut(*v.Hash, "-")
+	if !ok {
+		return fmt.Errorf("verification hash %q: want TYPE-HEX", *v.Hash)
+	}
+	got, err := hashHex(algo, data)
+	if err != nil {
+		return err
+	}
+	if got != strings.ToLower(want) {
+		return fmt.Errorf("verification hash mismatch: content has %s-%s", algo, got)
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,159 @@
+package render
+
+import (
+	"errors"
+	"io/fs"
+	"path"
+	"strings"
+
+	"github.com/mcbake/mcbake/manifest"
+)
+
+// Root is the filesystem a rendering is applied to: where owner names
+// resolve, presets and base unit files are read, and parent symlinks are
+// followed. A directory on disk (Dir), a base image's index and the trees
+// revert prediction compares with implement it. All paths are absolute and
+// clean.
+//
+// A Root reports I/O failures as errors; a path that does not exist is
+// not an error (ok false, or an error wrapping fs.ErrNotExist from
+// ReadFile).
+type Root interface {
+	// Lstat describes path as lstat(2) would once the tree is on disk,
+	// without following a final symlink: Type is File, Directory, Symlink
+	// or manifest.Other (a hard link is the file or symlink it shares an
+	// inode with), with mode, owners, a symlink's Target, and a regular
+	// file's Size and Digest. Parent directories are resolved through the
+	// tree's symlinks, never leaving it.
+	Lstat(path string) (e manifest.Entry, ok bool, err error)
+	// ReadFile returns the content of the regular file at path, following
+	// symlinks inside the tree. Trees may bound the size they read.
+	ReadFile(path string) ([]byte, error)
+	// ReadDir lists the names in the directory at path, sorted; nil when
+	// there is no directory there.
+	ReadDir(path string) ([]string, error)
+}
+
+// SameFiler is implemented by Roots that know which paths are one file (an
+// inode): hard links. Observe uses it to recognise a hard link.
+type SameFiler interface {
+	// SameFile reports whether a and b are the same file; false when
+	// either does not exist.
+	SameFile(a, b string) (bool, error)
+}
+
+// emptyRoot is the Root used when none is given: nothing exists.
+type emptyRoot struct{}
+
+func (emptyRoot) Lstat(string) (manifest.Entry, bool, error) { return manifest.Entry{}, false, nil }
+func (emptyRoot) ReadFile(p string) ([]byte, error) {
+	return nil, &fs.PathError{Op: "open", Path: p, Err: fs.ErrNotExist}
+}
+func (emptyRoot) ReadDir(string) ([]string, error) { return nil, nil }
+
+// Observe returns what root has at p for comparison with want
+// (manifest.Compare): Lstat's view, except that when want is a hard link,
+// the file at p is reported as a hard link whose Target is want.Target
+// when root says they are one file (SameFiler), and with no target
+// otherwise. ok is false when p does not exist.
+func Observe(root Root, p string, want manifest.Entry) (manifest.Entry, bool, error) {
+	have, ok, err := root.Lstat(p)
+	if err != nil || !ok || want.Type != manifest.Hardlink || have.Type != manifest.File {
+		return have, ok, err
+	}
+	have.Type, have.Target = manifest.Hardlink, ""
+	if sf, isSF := root.(SameFiler); isSF {
+		same, err := sf.SameFile(p, want.Target)
+		if err != nil {
+			return have, ok, err
+		}
+		if same {
+			have.Target = want.Target
+		}
+	}
+	return have, true, nil
+}
+
+// BaseState is root's state of the owned entry e at the path it occupies
+// (e.Where()): absent, the same, or which attributes differ.
+func BaseState(root Root, e manifest.Entry) (*manifest.BaseState, error) {
+	have, ok, err := Observe(root, e.Where(), e)
+	if err != nil {
+		return nil, err
+	}
+	return manifest.StateOf(ok, manifest.Compare(e, have)), nil
+}
+
+// MaxSymlinks is how many symlinks Resolve follows before it gives up, the
+// same limit as Linux's MAXSYMLINKS.
+const MaxSymlinks = 40
+
+// ErrTooManyLinks is returned by Resolve when a path needs more than
+// MaxSymlinks symlinks to resolve, which includes every symlink loop.
+var ErrTooManyLinks = errors.New("too many levels of symbolic links")
+
+// Resolve follows every symlink in p's parent directories through root's
+// symlinks, keeping the last component as it is, and returns the clean
+// absolute result, as the kernel resolves a path chrooted at the root:
+// absolute targets start again at the root and ".." never climbs above
+// it. Components that do not exist are kept literally. More than
+// MaxSymlinks symlinks (a loop) is an error wrapping ErrTooManyLinks. The
+// work is bounded by MaxSymlinks times the length of a target (which
+// trees cap at PATH_MAX).
+func Resolve(root Root, p string) (string, error) {
+	parts := splitPath(p)
+	if len(parts) == 0 {
+		return "/", nil
+	}
+	last := parts[len(parts)-1]
+	dir, err := resolveDir(root, parts[:len(parts)-1])
+	if err != nil {
+		return "", &fs.PathError{Op: "resolve", Path: p, Err: err}
+	}
+	if last == ".." {
+		return path.Dir(dir), nil
+	}
+	return path.Join(dir, last), nil
+}
+
+// resolveDir walks parts from the root, following every symlink.
+func resolveDir(root Root, parts []string) (string, error) {
+	queue := append([]string(nil), parts...)
+	cur, links := "/", 0
+	for len(queue) > 0 {
+		c := queue[0]
+		queue = queue[1:]
+		if c == ".." {
+			cur = path.Dir(cur)
+			continue
+		}
+		next := path.Join(cur, c)
+		e, ok, err := root.Lstat(next)
+		if err != nil {
+			return "", err
+		}
+		if !ok || e.Type != manifest.Symlink {
+			cur = next
+			continue
+		}
+		if links++; links > MaxSymlinks {
+			return "", ErrTooManyLinks
+		}
+		if strings.HasPrefix(e.Target, "/") {
+			cur = "/"
+		}
+		queue = append(splitPath(e.Target), queue...)
+	}
+	return cur, nil
+}
+
+// splitPath splits p into its components, dropping empty ones and ".".
+func splitPath(p string) []string {
+	var out []string
+	for _, c := range strings.Split(p, "/") {
+		if c != "" && c != "." {
+			out = append(out, c)
+		}
+	}
+	return out
+}

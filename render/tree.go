@@ -1,0 +1,217 @@
+package render
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"syscall"
+
+	securejoin "github.com/cyphar/filepath-securejoin"
+
+	"github.com/mcbake/mcbake/internal/atomicdir"
+	"github.com/mcbake/mcbake/manifest"
+)
+
+// WriteTree writes the rendered entries under dir/rootfs (at their resolved
+// paths) and the manifest to dir/manifest.json. Owners are applied when
+// chown is true (it needs root). The output is built in a temporary
+// sibling of dir and moved into place at the end, replacing dir (with an
+// atomic exchange where the filesystem supports it); on error nothing is
+// left behind and an earlier dir is kept. dir must be absent, empty, or an
+// earlier WriteTree output (only rootfs and manifest.json): WriteTree never
+// replaces anything else. Writing never follows a symlink inside rootfs.
+// Absent entries and hard links whose target is not a rendered file are
+// recorded in the manifest only.
+func WriteTree(dir string, res *Result, m *manifest.Manifest, chown bool) (err error) {
+	if err := atomicdir.CheckReplaceable(dir, "render output", "rootfs", "manifest.json"); err != nil {
+		return err
+	}
+	parent := filepath.Dir(filepath.Clean(dir))
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp-")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, atomicdir.RemoveTree(tmp))
+		}
+	}()
+	if err := WriteEntries(filepath.Join(tmp, "rootfs"), res.Entries, chown); err != nil {
+		return err
+	}
+	b, err := manifest.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if err := writeNew(filepath.Join(tmp, "manifest.json"), b, 0o644); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return err
+	}
+	return atomicdir.Replace(tmp, dir)
+}
+
+// WriteEntries writes entries into the directory rootfs (created 0755
+// when missing), each at the path it occupies (Where), parents first;
+// missing parent directories are created 0755 and no write ever follows a
+// symlink. Owners are set when chown is true (it needs root), file modes
+// after the chown (which clears setuid and setgid). A hard link is made
+// once the file it names (by the path that file occupies) is written, and
+// skipped when WriteEntries does not write that file; directory modes are
+// set last, deepest first, so that a read-only directory does not stop
+// its children from being written. Absent entries are skipped. It is the
+// one tree writer: render output and build contexts both use it.
+func WriteEntries(rootfs string, entries []Entry, chown bool) error {
+	sorted := append([]Entry(nil), entries...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Where() < sorted[j].Where() })
+	if err := os.MkdirAll(rootfs, 0o755); err != nil {
+		return err
+	}
+	files := map[string]bool{} // where regular files were written
+	var hard, dirs []Entry
+	for _, e := range sorted {
+		switch e.Type {
+		case manifest.Absent:
+			continue
+		case manifest.Hardlink:
+			hard = append(hard, e)
+			continue
+		}
+		if err := writeEntry(rootfs, e, chown); err != nil {
+			return fmt.Errorf("writing %s: %w", e.Where(), err)
+		}
+		switch e.Type {
+		case manifest.File:
+			files[e.Where()] = true
+		case manifest.Directory:
+			dirs = append(dirs, e)
+		}
+	}
+	for _, e := range hard {
+		if err := writeHardlink(rootfs, e, files); err != nil {
+			return fmt.Errorf("writing %s: %w", e.Where(), err)
+		}
+	}
+	// Directory modes last, deepest first, so that a read-only directory
+	// does not stop its children from being written.
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if err := os.Chmod(filepath.Join(rootfs, dirs[i].Where()), fileMode(uint32(dirs[i].Mode))); err != nil {
+			return fmt.Errorf("writing %s: %w", dirs[i].Where(), err)
+		}
+	}
+	return nil
+}
+
+// hostPath returns where the image path p lives under rootfs, after
+// checking that p is absolute and clean and that its parent directories
+// exist (created 0755 when missing) without crossing a symlink.
+func hostPath(rootfs, p string) (string, error) {
+	if !cleanAbs(p) || p == "/" {
+		return "", fmt.Errorf("path %q is not absolute and clean", p)
+	}
+	parent := filepath.Join(rootfs, path.Dir(p))
+	safe, err := securejoin.SecureJoin(rootfs, path.Dir(p))
+	if err != nil {
+		return "", err
+	}
+	if safe != parent {
+		return "", fmt.Errorf("a parent directory of %s is a symlink", p)
+	}
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return "", err
+	}
+	return filepath.Join(rootfs, p), nil
+}
+
+func writeEntry(rootfs string, e Entry, chown bool) error {
+	p, err := hostPath(rootfs, e.Where())
+	if err != nil {
+		return err
+	}
+	switch e.Type {
+	case manifest.File:
+		err = writeNew(p, e.Content, 0o600)
+	case manifest.Directory:
+		err = mkdirNoFollow(p)
+	case manifest.Symlink:
+		err = os.Symlink(e.Target, p)
+	default:
+		err = fmt.Errorf("unknown entry type %q", e.Type)
+	}
+	if err != nil {
+		return err
+	}
+	if chown {
+		if err := os.Lchown(p, e.UID, e.GID); err != nil {
+			return err
+		}
+	}
+	if e.Type == manifest.File {
+		return os.Chmod(p, fileMode(uint32(e.Mode)))
+	}
+	return nil
+}
+
+// fileMode converts Unix permission bits (07777) to an os.FileMode.
+func fileMode(m uint32) os.FileMode {
+	mode := os.FileMode(m & 0o777)
+	if m&syscall.S_ISUID != 0 {
+		mode |= os.ModeSetuid
+	}
+	if m&syscall.S_ISGID != 0 {
+		mode |= os.ModeSetgid
+	}
+	if m&syscall.S_ISVTX != 0 {
+		mode |= os.ModeSticky
+	}
+	return mode
+}
+
+// writeNew creates the regular file p (never following a symlink, never
+// replacing anything) with data and mode, applied with chmod so the umask
+// does not interfere.
+func writeNew(p string, data []byte, mode os.FileMode) (err error) {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, f.Close()) }()
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	return f.Chmod(mode)
+}
+
+// mkdirNoFollow creates the directory p, accepting an existing directory
+// (a parent created for an earlier entry) but not a symlink to one.
+func mkdirNoFollow(p string) error {
+	err := os.Mkdir(p, 0o700)
+	if err == nil || !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	fi, lerr := os.Lstat(p)
+	if lerr != nil {
+		return lerr
+	}
+	if !fi.IsDir() {
+		return err
+	}
+	return nil
+}
+
+// writeHardlink links e to the written file it names; a target that was
+// not written (one only the root has) is skipped.
+func writeHardlink(rootfs string, e Entry, files map[string]bool) error {
+	if !files[e.Target] {
+		return nil
+	}
+	p, err := hostPath(rootfs, e.Where())
+	if err != nil {
+		return err
+	}
+	return os.Link(filepath.Join(rootfs, e.Target), p)
+}

@@ -1,0 +1,4 @@
+package revert
+
+// OutcomeOf is outcome, for the tests.
+var OutcomeOf = outcome

@@ -1,0 +1,122 @@
+package revert
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"text/tabwriter"
+
+	"github.com/mcbake/mcbake/manifest"
+	"github.com/mcbake/mcbake/render"
+	"github.com/opencontainers/go-digest"
+)
+
+// ImageRef names an image by reference and manifest digest.
+type ImageRef struct {
+	Reference string        `json:"reference,omitempty"`
+	Digest    digest.Digest `json:"digest,omitempty"`
+}
+
+// Report is the result of Diff.
+type Report struct {
+	Base    ImageRef `json:"base"`
+	Image   ImageRef `json:"image"`
+	Entries []Entry  `json:"entries"`
+	Summary Summary  `json:"summary"`
+}
+
+// Diff predicts what a revert from the layered image whose manifest is m
+// to the base, whose tree is tree, does to every owned path (see
+// Predict), and summarises it.
+func Diff(m *manifest.Manifest, image, base ImageRef, tree render.Root) (*Report, error) {
+	entries, err := Predict(m, tree)
+	if err != nil {
+		return nil, err
+	}
+	return &Report{Base: base, Image: image, Entries: entries, Summary: Summarize(entries)}, nil
+}
+
+// Clobbered returns the resolved paths the report marks clobbered, sorted.
+func (r *Report) Clobbered() []string {
+	var out []string
+	for _, e := range r.Entries {
+		if e.Clobbered {
+			out = append(out, e.Path)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// outcomeOrder is the order outcome groups are printed in: clobbers first.
+var outcomeOrder = []Outcome{Removed, Reverted, Restored, Lost, Kept, Untouched, Dropped}
+
+// WriteText writes a table grouped by outcome, clobbers first; color adds
+// ANSI colours (only for terminals).
+func (r *Report) WriteText(w io.Writer, color bool) error {
+	paint := func(code, s string) string {
+		if !color {
+			return s
+		}
+		return "\x1b[" + code + "m" + s + "\x1b[0m"
+	}
+	fmt.Fprintf(w, "revert %s -> base %s\n", orDash(r.Image.Reference), orDash(r.Base.Reference))
+	fmt.Fprintf(w, "%d owned paths, %s", r.Summary.Total, paint(clobberColor(r.Summary.Clobbered), fmt.Sprintf("%d clobbered", r.Summary.Clobbered)))
+	for _, o := range outcomeOrder {
+		if n := r.Summary.ByOutcome[o]; n > 0 {
+			fmt.Fprintf(w, ", %d %s", n, o)
+		}
+	}
+	fmt.Fprint(w, "\n\n")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, o := range outcomeOrder {
+		var group []Entry
+		for _, e := range r.Entries {
+			if e.Outcome == o {
+				group = append(group, e)
+			}
+		}
+		if len(group) == 0 {
+			continue
+		}
+		head := fmt.Sprintf("%s (%d)", o, len(group))
+		if o.Clobbers() {
+			head = paint("1;31", head+" — clobbered")
+		}
+		fmt.Fprintln(tw, head)
+		for _, e := range group {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", e.Path, e.Type, e.Zone, baseText(e), e.Source.MachineConfig+" "+e.Source.Field)
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
+}
+
+func clobberColor(n int) string {
+	if n > 0 {
+		return "1;31"
+	}
+	return "32"
+}
+
+func baseText(e Entry) string {
+	if e.Base == manifest.StateDiffers {
+		return fmt.Sprintf("base differs %v", e.Differs)
+	}
+	return "base " + string(e.Base)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,80 @@
+package verify
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/mcbake/mcbake/machineconfig"
+)
+
+// loaded is what the MachineConfig files hold: the MachineConfigs that
+// parsed (refusals or not, sorted by name) and every field error found.
+type loaded struct {
+	sources []machineconfig.Input
+	mcs     []*machineconfig.MachineConfig
+	refused []*machineconfig.FieldError
+}
+
+// load reads the MachineConfigs as machineconfig.Load does (files,
+// directories of *.yaml, *.yml, *.json, "-" for stdin) but keeps the
+// MachineConfigs that have refusals, and returns the refusals instead of
+// failing on them. Anything else wrong with the input (unreadable file,
+// YAML syntax, duplicate names, nothing found) is an error.
+func load(paths []string, stdin io.Reader) (*loaded, error) {
+	srcs, err := machineconfig.ReadInputs(paths, stdin)
+	if err != nil {
+		return nil, err
+	}
+	l := &loaded{sources: srcs}
+	var errs []error
+	for _, src := range srcs {
+		mcs, err := machineconfig.Parse(src.Name, src.Data)
+		l.mcs = append(l.mcs, mcs...)
+		errs = append(errs, l.sortErrors(err)...)
+	}
+	if err := machineconfig.CheckDuplicateNames(l.mcs); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if len(l.mcs) == 0 && len(l.refused) == 0 {
+		return nil, fmt.Errorf("no MachineConfig found in %s", strings.Join(paths, ", "))
+	}
+	sort.SliceStable(l.mcs, func(i, j int) bool { return l.mcs[i].Name < l.mcs[j].Name })
+	return l, nil
+}
+
+// sortErrors keeps the field errors in err as refusals and returns the
+// others.
+func (l *loaded) sortErrors(err error) []error {
+	var others []error
+	for _, e := range leaves(err) {
+		var fe *machineconfig.FieldError
+		if errors.As(e, &fe) {
+			l.refused = append(l.refused, fe)
+			continue
+		}
+		others = append(others, e)
+	}
+	return others
+}
+
+// leaves flattens errors.Join trees.
+func leaves(err error) []error {
+	if err == nil {
+		return nil
+	}
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, leaves(e)...)
+	}
+	return out
+}

@@ -1,0 +1,131 @@
+package verify
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/mcbake/mcbake/machineconfig"
+	"github.com/mcbake/mcbake/manifest"
+	"github.com/mcbake/mcbake/render"
+)
+
+// maxRenders bounds the render-prune-render loop; each round leaves out at
+// least one more item.
+const maxRenders = 8
+
+// render renders the MachineConfigs against the root as mcbake build does,
+// leaving out the items that have error findings. A failure is reported
+// (MCB001 for content that does not decode, MCB014 otherwise), its item
+// left out, and the render retried, so that one bad item does not hide
+// the rest.
+func (c *checker) render() {
+	for i := 0; i < maxRenders; i++ {
+		m := c.renderInput()
+		res, err := render.Render(m, c.root)
+		if err == nil {
+			c.rendered = res
+			return
+		}
+		if !c.renderFailed(err) {
+			return
+		}
+	}
+}
+
+// renderInput is the merged MachineConfigs without the pruned items.
+// Without --base no owner name resolves, so names are dropped (owners are
+// checked only against a base) and so are core's SSH keys.
+func (c *checker) renderInput() *machineconfig.Merged {
+	m := *c.merged
+	noBase := c.base == nil
+	m.Files = keep(c, m.Files, func(f machineconfig.File) machineconfig.Source { return f.Source }, func(f *machineconfig.File) {
+		if noBase {
+			f.User.Name, f.Group.Name = nil, nil
+		}
+	})
+	m.Directories = keep(c, m.Directories, func(d machineconfig.Directory) machineconfig.Source { return d.Source }, func(d *machineconfig.Directory) {
+		if noBase {
+			d.User.Name, d.Group.Name = nil, nil
+		}
+	})
+	m.Links = keep(c, m.Links, func(l machineconfig.Link) machineconfig.Source { return l.Source }, func(l *machineconfig.Link) {
+		if noBase {
+			l.User.Name, l.Group.Name = nil, nil
+		}
+	})
+	m.Units = keep(c, m.Units, func(u machineconfig.Unit) machineconfig.Source { return u.Source }, func(*machineconfig.Unit) {})
+	if noBase || c.dropSSH {
+		m.SSHKeys = nil
+	}
+	return &m
+}
+
+// keep copies the items that no pruned field names, adjusting each copy.
+func keep[T any](c *checker, items []T, src func(T) machineconfig.Source, adjust func(*T)) []T {
+	out := make([]T, 0, len(items))
+	for _, it := range items {
+		if c.prunedItem(src(it)) {
+			c.pruned = true
+			continue
+		}
+		adjust(&it)
+		out = append(out, it)
+	}
+	return out
+}
+
+// prunedItem reports whether an item (by its source) is left out: a
+// finding that prunes names it or one of its fields.
+func (c *checker) prunedItem(s machineconfig.Source) bool {
+	for _, p := range c.pruneAt {
+		if p.MachineConfig == s.MachineConfig && within(p.Field, s.Field) {
+			return true
+		}
+	}
+	return false
+}
+
+// within reports whether field is item or one of its sub-fields
+// (item.x, item[x]).
+func within(field, item string) bool {
+	if !strings.HasPrefix(field, item) {
+		return false
+	}
+	rest := field[len(item):]
+	return rest == "" || rest[0] == '.' || rest[0] == '['
+}
+
+// renderFailed reports a failed render and reports whether a retry can do
+// better (some item was newly left out).
+func (c *checker) renderFailed(err error) bool {
+	before := len(c.pruneAt)
+	for _, e := range leaves(err) {
+		var fe *machineconfig.FieldError
+		if !errors.As(e, &fe) {
+			c.add(RuleRenderFailure, machineconfig.Source{}, "", "%v", e)
+			continue
+		}
+		src := machineconfig.Source{File: fe.File, MachineConfig: fe.MachineConfig, Field: fe.Field}
+		if src.File == "" || src.File == "<merged>" {
+			src.File = c.fileOf(fe.MachineConfig)
+		}
+		id := RuleRenderFailure
+		if fe.Reason == machineconfig.ReasonContent {
+			id = RuleUnsupportedIgnition
+		}
+		c.add(id, src, c.pathOf(fe.MachineConfig, fe.Field), "%s", fe.Msg)
+	}
+	return len(c.pruneAt) > before
+}
+
+// ownedManifest is the manifest revert analysis uses: the image's
+// embedded one when there is one, else the fresh render's.
+func (c *checker) ownedManifest() *manifest.Manifest {
+	if c.image != nil && c.image.manifest != nil {
+		return c.image.manifest
+	}
+	if c.rendered == nil {
+		return nil
+	}
+	return c.rendered.Manifest(c.merged.MachineConfigs)
+}

@@ -1,0 +1,207 @@
+// Package verify is mcbake's pre-flight gate for CI: rules with stable IDs
+// (MCB001…) checked over MachineConfigs, the base image they are baked
+// into and the layered image built from them, findings that name the rule,
+// the MachineConfig file, line and Ignition field at fault, and reports in
+// the formats CI systems consume (text, JSON, JUnit XML, SARIF 2.1.0).
+//
+// Run gathers the inputs (files, images) and checks them; every finding is
+// reported, not only the first. A Report says whether it fails a
+// threshold; the command turns that into its exit code. Diff opens a
+// layered image (or reads its manifest) and a base image and predicts a
+// revert with package revert.
+package verify
+
+import "strings"
+
+// Severity is how serious a finding is.
+type Severity string
+
+// Severities, most serious first.
+const (
+	Error   Severity = "error"
+	Warning Severity = "warning"
+	Info    Severity = "info"
+)
+
+// rank orders severities: a higher rank is more serious.
+func (s Severity) rank() int {
+	switch s {
+	case Error:
+		return 3
+	case Warning:
+		return 2
+	case Info:
+		return 1
+	}
+	return 0
+}
+
+// Needs says which inputs a rule needs besides the MachineConfigs.
+type Needs string
+
+// What rules need.
+const (
+	NeedsNothing      Needs = ""
+	NeedsBase         Needs = "base"
+	NeedsImage        Needs = "image"
+	NeedsBaseAndImage Needs = "base+image"
+)
+
+// Rule is one check.
+type Rule struct {
+	// ID is stable across releases (MCB001…); Name is a short slug.
+	ID, Name string
+	// Severity is the default severity of the rule's findings.
+	Severity Severity
+	Needs    Needs
+	// Summary is one line; Description one paragraph; Fix a hint.
+	Summary, Description, Fix string
+}
+
+// Rule IDs.
+const (
+	RuleUnsupportedIgnition = "MCB001"
+	RuleConflict            = "MCB002"
+	RuleUsrContent          = "MCB003"
+	RuleVarContent          = "MCB004"
+	RuleDroppedContent      = "MCB005"
+	RuleFileDirClash        = "MCB006"
+	RuleRevertClobber       = "MCB007"
+	RuleManifestDrift       = "MCB008"
+	RuleStaleImage          = "MCB009"
+	RuleUnitNotFound        = "MCB010"
+	RuleUnknownOwner        = "MCB011"
+	RuleImageIsBase         = "MCB012"
+	RuleEnabledNoInstall    = "MCB013"
+	RuleRenderFailure       = "MCB014"
+	RuleBaseMismatch        = "MCB015"
+)
+
+var rules = []Rule{
+	{ID: RuleUnsupportedIgnition, Name: "unsupported-ignition", Severity: Error,
+		Summary: "Ignition content the machine-config-daemon does not apply or mcbake refuses",
+		Description: "The MachineConfig holds Ignition content that the machine-config-daemon does not apply, or that cannot be baked offline: " +
+			"append; remote sources (http, https, s3, gs, tftp: the build is offline); passwd users other than core, and core fields other than sshAuthorizedKeys and passwordHash; " +
+			"passwd groups; storage disks, raid, filesystems or luks; modes above 0777; a file at /run/machine-config-daemon-force; compression other than none or gzip; " +
+			"paths that are not absolute and clean; link targets that escape the root; content that does not decode (a bad data URL, bad gzip, gzip that expands past 64 MiB, " +
+			"a verification hash that does not match); and Ignition configs that do not parse or validate. Each problem is one finding at the field's JSON path; mcbake build refuses the same content.",
+		Fix: "Remove the field, or inline the content as a data: URL (gzip-compressed when large); manage users, groups and disks outside MachineConfigs."},
+	{ID: RuleConflict, Name: "machineconfig-conflict", Severity: Warning,
+		Summary: "two MachineConfigs define the same path or unit differently",
+		Description: "Two MachineConfigs define the same file, directory or link path, or the same systemd unit, differently. They merge as the Machine Config Operator merges them: " +
+			"in name order, the later one replaces the earlier one entirely, so the earlier definition is silently lost. The finding sits at the winner and names the loser. " +
+			"Identical definitions are not reported; definitions of different kinds at one path (a file and a directory) cannot merge at all and are reported by MCB014.",
+		Fix: "Keep one definition, or rename the MachineConfigs so that the one meant to win sorts last."},
+	{ID: RuleUsrContent, Name: "usr-content", Severity: Error,
+		Summary: "content outside /etc and /var: lost on revert, a node cannot rewrite it",
+		Description: "A file, directory or link lands outside /etc and /var once its parent directories are resolved through the base image's symlinks " +
+			"(without --base, through the RHCOS symlinks /usr/local, /opt, /home, /root, /srv and /mnt into /var): under /usr, or another path that ostree replaces on every deployment. " +
+			"A revert to the base replaces it with the base's version or removes it, and a node cannot rewrite it afterwards because /usr is read-only.",
+		Fix: "Move configuration to /etc, programs to /usr/local (backed by /var on RHCOS), or ship the content in a package or in the base image."},
+	{ID: RuleVarContent, Name: "var-content", Severity: Warning,
+		Summary: "content under /var (or RHCOS's /var-backed paths) never reaches an existing node from the image",
+		Description: "A file, directory or link lands under /var, directly or through the RHCOS /var-backed paths (/usr/local, /opt, /home, /root, /srv, /mnt; with --base, through the base's own symlinks). " +
+			"ostree applies an image's /var only when a node is first provisioned: the baked copy never reaches an existing node, and a revert never removes it. " +
+			"The machine-config-daemon still writes the path when it applies the MachineConfig, so existing nodes get it from the daemon, not from the image. " +
+			"core's SSH keys (under /home/core) are not reported: the daemon writes them on every update by design.",
+		Fix: "Rely on the daemon, not the image, for this content; move configuration the image must carry to /etc; create runtime state with systemd-tmpfiles or a unit."},
+	{ID: RuleDroppedContent, Name: "dropped-content", Severity: Error,
+		Summary: "content under /run, /tmp, /proc, /sys or /dev is dropped on deploy",
+		Description: "A file, directory or link lands under /run, /tmp, /proc, /sys or /dev. ostree-container import drops these directories, " +
+			"so the content never reaches a node from the image; on a running node they are volatile or provided by the kernel.",
+		Fix: "Create runtime files at boot with systemd-tmpfiles (a file under /etc/tmpfiles.d) or with a unit."},
+	{ID: RuleFileDirClash, Name: "file-directory-clash", Severity: Error, Needs: NeedsBase,
+		Summary: "a file where the base has a directory, or the reverse",
+		Description: "The MachineConfig writes a file, link, unit file or drop-in where the base image has a directory, a directory (or a unit's drop-in directory) where the base has a file or link to a non-directory, " +
+			"or a path whose parent is a file in the base (after resolving the base's symlinks). ostree cannot merge a file over a directory or the reverse: " +
+			"finalizing the deployment fails, and mcbake build refuses it.",
+		Fix: "Choose another path, or change the base so that the types agree."},
+	{ID: RuleRevertClobber, Name: "revert-clobber", Severity: Info, Needs: NeedsBase,
+		Summary: "the paths a revert to the base clobbers (warning with --strict-revert)",
+		Description: "A revert from the layered image to the base (an rpm-ostree rebase) clobbers these owned paths: ostree's three-way /etc merge sees the files the daemon wrote as unmodified defaults of the layered image " +
+			"and replaces them with the base's version, or removes them when the base lacks them; an enablement link the MachineConfig removed comes back; content outside /etc and /var is lost. " +
+			"One finding lists every clobbered path (exactly the paths mcbake diff marks clobbered) and their count. " +
+			"With --image the image's embedded manifest is compared with the base, otherwise a fresh render of the MachineConfigs against the base. " +
+			"The severity is info, or warning with --strict-revert.",
+		Fix: "Expected for most layered images: after a revert, re-apply the MachineConfigs or run the node's revert plan (mcbake plan, mcbake rewrite)."},
+	{ID: RuleManifestDrift, Name: "manifest-drift", Severity: Error, Needs: NeedsImage,
+		Summary: "the image's owned files or labels differ from its embedded manifest",
+		Description: "The layered image does not match its own ownership manifest: the io.mcbake.manifest.digest label does not match the embedded manifest; " +
+			"the top layer has no manifest at /usr/share/mcbake/manifest.json, or an invalid one; the top layer's entries differ from the manifest's " +
+			"(type, mode, uid, gid, content digest, link target; a file, link or whiteout the manifest does not record; a recorded path the layer lacks); " +
+			"the io.mcbake.base.digest or io.mcbake.machineconfigs labels disagree with the manifest; or, with --base when it is the image's own base and the MachineConfigs are the ones baked, " +
+			"a fresh render of the MachineConfigs against the base differs from the embedded manifest. Revert predictions (mcbake diff, plan) trust the manifest, so a drifted image makes them wrong.",
+		Fix: "Rebuild the image with mcbake build; do not modify the mcbake layer or add layers on top of it."},
+	{ID: RuleStaleImage, Name: "stale-image", Severity: Error, Needs: NeedsImage,
+		Summary: "the MachineConfigs given differ from those baked into the image",
+		Description: "The MachineConfigs given are not the ones baked into the image (its embedded manifest): one is not baked, one is baked but was not given, " +
+			"or one's digest (the sha256 of its canonical JSON) differs from the baked one. The image does not carry what the cluster applies.",
+		Fix: "Rebuild the image from the current MachineConfigs, or pass the MachineConfigs it was built from."},
+	{ID: RuleUnitNotFound, Name: "unit-not-found", Severity: Warning, Needs: NeedsBase,
+		Summary: "drop-ins or enablement for a unit that exists neither in the MachineConfigs nor in the base",
+		Description: "A systemd unit has drop-ins or enabled: true, but no unit file exists for it: no MachineConfig gives its contents and the base has none under /etc/systemd/system, " +
+			"/usr/lib/systemd/system or /lib/systemd/system (an instance falls back to its template). The drop-ins configure nothing, and enabling it creates no symlink.",
+		Fix: "Add the unit's contents, correct the unit name, or use a base that ships the unit."},
+	{ID: RuleUnknownOwner, Name: "unknown-owner", Severity: Error, Needs: NeedsBase,
+		Summary: "an owner name the base's passwd or group cannot resolve",
+		Description: "A file, directory or link names a user or group (user.name, group.name) that neither the base's /etc/passwd nor /usr/lib/passwd (for groups, /etc/group and /usr/lib/group) defines, " +
+			"or the MachineConfigs carry SSH keys for core and the base has no core user or group. mcbake build cannot resolve the owner, and the daemon fails on a node with the same files.",
+		Fix: "Use an owner the base defines, give numeric ids (user.id, group.id), or add the account to the base image."},
+	{ID: RuleImageIsBase, Name: "image-is-base", Severity: Warning, Needs: NeedsBaseAndImage,
+		Summary: "the image is the base (same digest)",
+		Description: "The image given with --image has the same manifest digest as the base: nothing was baked into it. A revert to the base is a no-op, " +
+			"and an rpm-ostree rebase to it fails with \"Old and new refs are equal\". The image's manifest is not read.",
+		Fix: "Pass the layered image that mcbake build wrote (the digest in its --digestfile)."},
+	{ID: RuleEnabledNoInstall, Name: "enabled-without-install", Severity: Warning,
+		Summary: "a unit with enabled: true but no [Install] section",
+		Description: "A unit has enabled: true but its unit file (the MachineConfig's contents, else the base's) has no [Install] section, or one without WantedBy=, RequiredBy=, Alias= or Also=. " +
+			"systemctl enable creates no symlink, so the unit does not start at boot unless another unit pulls it in. Without --base only units whose contents a MachineConfig gives are checked.",
+		Fix: "Add an [Install] section (for example WantedBy=multi-user.target), or drop enabled: true when another unit pulls it in."},
+	{ID: RuleRenderFailure, Name: "render-failure", Severity: Error,
+		Summary: "the MachineConfigs cannot be rendered",
+		Description: "The MachineConfigs cannot be rendered as the machine-config-daemon would write them, for a reason no other rule covers: two MachineConfigs define a file, directory or link " +
+			"of different kinds at one path; two paths land on the same place once symlinks are resolved; a parent directory is a file or link the MachineConfigs write; a unit file does not parse. " +
+			"mcbake build fails with the same error. Items with an error finding are left out of the render so that the rest is still checked.",
+		Fix: "Fix the path or unit the message names."},
+	{ID: RuleBaseMismatch, Name: "base-mismatch", Severity: Info, Needs: NeedsBaseAndImage,
+		Summary: "the --base is not the base the image was built from",
+		Description: "The base given with --base is not the base the image was built from (its embedded manifest's base digest). " +
+			"The revert analysis (MCB007) is against the given base, which is what a base bump needs; the render check of MCB008 is skipped, since it needs the image's own base.",
+		Fix: "None for a base-bump analysis; otherwise pass the image's own base."},
+}
+
+// Rules returns every rule, ordered by ID.
+func Rules() []Rule {
+	return append([]Rule(nil), rules...)
+}
+
+// LookupRule finds a rule by ID (MCB001, case-insensitive) or name.
+func LookupRule(idOrName string) (Rule, bool) {
+	for _, r := range rules {
+		if strings.EqualFold(r.ID, idOrName) || r.Name == idOrName {
+			return r, true
+		}
+	}
+	return Rule{}, false
+}
+
+func ruleByID(id string) Rule {
+	r, ok := LookupRule(id)
+	if !ok {
+		panic("lint: unknown rule " + id)
+	}
+	return r
+}
+
+// needsText says which flags a rule needs, for reports.
+func (n Needs) text() string {
+	switch n {
+	case NeedsBase:
+		return "--base"
+	case NeedsImage:
+		return "--image"
+	case NeedsBaseAndImage:
+		return "--base and --image"
+	}
+	return ""
+}
