@@ -308,7 +308,7 @@ func bake(ctx context.Context, root string) error {
 		return err
 	}
 	links := map[string]string{
-		filepath.Join(units, "default.target"):                       "/usr/lib/systemd/system/multi-user.target",
+		filepath.Join(units, "default.target"):                      "/usr/lib/systemd/system/multi-user.target",
 		filepath.Join(units, "multi-user.target.wants", driverUnit): "/usr/lib/systemd/system/" + driverUnit,
 	}
 	for _, u := range maskedUnits {

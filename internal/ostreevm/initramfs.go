@@ -290,7 +290,7 @@ const (
 	cpioLink = 0o120000
 )
 
-func (c *cpioWriter) dir(name string, perm uint32)   { c.entry(name, cpioDir|perm, nil) }
+func (c *cpioWriter) dir(name string, perm uint32) { c.entry(name, cpioDir|perm, nil) }
 func (c *cpioWriter) file(name string, perm uint32, data []byte) {
 	c.entry(name, cpioReg|perm, data)
 }
