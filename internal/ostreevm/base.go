@@ -141,8 +141,10 @@ func CacheDir() string {
 // harness bakes in (see cacheKey). Concurrent callers in any process
 // serialize on an flock of CacheDir()/lock; a build happens in a temporary
 // directory renamed into place at the end, and temporaries left by killed
-// builds are removed by the next build. Callers must not modify the
-// returned directory or hard-link copies of it: copy it (cp -a).
+// builds are removed by the next build, and so are root filesystems of
+// other keys unused for a week (each use sets the directory's mtime).
+// Callers must not modify the returned directory, nor files in a
+// hard-linked copy of it: copy it (cp -a).
 //
 // BaseRootfs needs what Available checks (root, mmdebstrap) and the
 // Debian mirror; a build takes about a minute.
@@ -161,6 +163,7 @@ func BaseRootfs(ctx context.Context) (string, error) {
 	cache := CacheDir()
 	final := filepath.Join(cache, "rootfs-"+key)
 	if isDir(final) {
+		markUsed(final)
 		return final, nil
 	}
 	if err := os.MkdirAll(cache, 0o755); err != nil {
@@ -187,7 +190,31 @@ func BaseRootfs(ctx context.Context) (string, error) {
 	if err := os.Rename(tmp, final); err != nil {
 		return "", errors.Join(err, os.RemoveAll(tmp))
 	}
+	markUsed(final)
+	pruneCache(cache, final)
 	return final, nil
+}
+
+// markUsed sets the mtime of a cached root filesystem to now: pruneCache
+// keeps what was used recently.
+func markUsed(dir string) {
+	now := time.Now()
+	_ = os.Chtimes(dir, now, now)
+}
+
+// pruneUnused is how long a cached root filesystem of another key stays
+// after its last use: another checkout of the harness may still use it.
+const pruneUnused = 7 * 24 * time.Hour
+
+// pruneCache removes the root filesystems in cache other than keep that
+// were not used for pruneUnused. It runs under the cache lock.
+func pruneCache(cache, keep string) {
+	old, _ := filepath.Glob(filepath.Join(cache, "rootfs-*"))
+	for _, d := range old {
+		if fi, err := os.Stat(d); err == nil && d != keep && time.Since(fi.ModTime()) > pruneUnused {
+			_ = os.RemoveAll(d)
+		}
+	}
 }
 
 func isDir(p string) bool {

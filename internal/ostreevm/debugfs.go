@@ -150,29 +150,35 @@ func diskWrite(ctx context.Context, disk, p string, data []byte, perm os.FileMod
 	if err := tmp.Close(); err != nil {
 		return err
 	}
+	// debugfs 1.47.0's mkdir of an existing directory leaks an inode
+	// (and corrupts the file system one level down): only make the
+	// missing ones.
 	var cmds []string
 	dir := path.Dir(p)
 	for _, d := range parentsOf(dir) {
-		cmds = append(cmds, "mkdir "+d)
+		switch ok, err := diskExists(ctx, disk, d); {
+		case err != nil:
+			return err
+		case !ok:
+			cmds = append(cmds, "mkdir "+d)
+		}
 	}
-	cmds = append(cmds, "cd "+dir, "rm "+path.Base(p), "write "+tmp.Name()+" "+path.Base(p),
+	cmds = append(cmds, "cd "+dir)
+	switch ok, err := diskExists(ctx, disk, p); {
+	case err != nil:
+		return err
+	case ok:
+		cmds = append(cmds, "rm "+path.Base(p))
+	}
+	cmds = append(cmds, "write "+tmp.Name()+" "+path.Base(p),
 		fmt.Sprintf("sif %s mode 0%o", path.Base(p), 0o100000|uint32(perm.Perm())),
 		"sif "+path.Base(p)+" uid 0", "sif "+path.Base(p)+" gid 0")
 	_, errs, err := debugfs(ctx, disk, true, cmds...)
 	if err != nil {
 		return err
 	}
-	// mkdir of an existing directory and rm of a missing file are expected
-	// to complain; anything else is an error.
-	var bad []string
-	for _, e := range errs {
-		if strings.Contains(e, "already exists") || strings.Contains(e, "File not found by ext2_lookup") {
-			continue
-		}
-		bad = append(bad, e)
-	}
-	if len(bad) > 0 {
-		return fmt.Errorf("writing %s on disk: %s", p, strings.Join(bad, "; "))
+	if len(errs) > 0 {
+		return fmt.Errorf("writing %s on disk: %s", p, strings.Join(errs, "; "))
 	}
 	got, err := diskCat(ctx, disk, p)
 	if err != nil {
@@ -182,6 +188,22 @@ func diskWrite(ctx context.Context, disk, p string, data []byte, perm os.FileMod
 		return fmt.Errorf("writing %s on disk: read back %d bytes, wrote %d", p, len(got), len(data))
 	}
 	return nil
+}
+
+// diskExists reports whether p exists on the disk (the last component
+// not followed when it is a symlink).
+func diskExists(ctx context.Context, disk, p string) (bool, error) {
+	_, errs, err := debugfs(ctx, disk, false, "stat "+p)
+	if err != nil {
+		return false, err
+	}
+	if len(errs) == 0 {
+		return true, nil
+	}
+	if msg := strings.Join(errs, "; "); !strings.Contains(msg, "not found") {
+		return false, fmt.Errorf("%s on disk: %s", p, msg)
+	}
+	return false, nil
 }
 
 // parentsOf returns "/a", "/a/b", "/a/b/c" for "/a/b/c".

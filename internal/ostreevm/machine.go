@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -508,15 +509,29 @@ func (m *Machine) boot(ctx context.Context, n int) (BootResult, error) {
 	cmd := exec.Command("qemu-system-x86_64", args...)
 	out := &strings.Builder{}
 	cmd.Stdout, cmd.Stderr = out, out
+	// Should the test binary die without running its cleanups (a go test
+	// -timeout panic, a kill), the kernel kills qemu: Pdeathsig follows
+	// the thread that started it, so that thread stays locked to the
+	// goroutine that waits for qemu.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	started := make(chan error, 1)
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		m.mu.Lock()
+		m.qemu = cmd.Process
+		m.mu.Unlock()
+		started <- nil
+		done <- cmd.Wait()
+	}()
+	if err := <-started; err != nil {
 		return r, fmt.Errorf("starting qemu: %w", err)
 	}
-	m.mu.Lock()
-	m.qemu = cmd.Process
-	m.mu.Unlock()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
 	timer := time.NewTimer(m.opts.BootTimeout)
 	defer timer.Stop()
 	var waitErr, stopErr error
