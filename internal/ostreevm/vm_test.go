@@ -63,7 +63,8 @@ func logBoots(t *testing.T, res []BootResult) {
 // revertScenario commits the base as B and a copy with an extra /etc file
 // and an extra unit as L, boots L, stages B from the guest, reboots
 // through the real finalization and checks B in the guest.
-func revertScenario(t *testing.T, readOnly bool) {
+// It returns the machine, powered off, and B's checksum.
+func revertScenario(t *testing.T, readOnly bool) (*Machine, string) {
 	base := baseForTest(t)
 	m := New(t, Options{ReadOnlySysroot: readOnly})
 
@@ -131,6 +132,7 @@ echo "reverted to $booted" > "$VMTEST_RESULTS/result.txt"
 	start = time.Now()
 	res, err := m.Run(context.Background(), Step{Script: step1, Reboot: true}, Step{Script: step2})
 	logBoots(t, res)
+	logSteps(t, res)
 	t.Logf("Run (disk build and %d boots) in %v", len(res), time.Since(start).Round(time.Millisecond))
 	if err != nil {
 		for _, r := range res {
@@ -155,8 +157,43 @@ echo "reverted to $booted" > "$VMTEST_RESULTS/result.txt"
 		t.Errorf("result.txt = %q, want %q", got, want)
 	}
 	t.Logf("finalization at the shutdown of boot 1:\n%s", res[1].PrevFinalize)
+	if !strings.Contains(res[1].PrevFinalize, "Copying /etc changes") {
+		t.Errorf("boot 2: the journal of boot 1 shows no /etc merge:\n%s", res[1].PrevFinalize)
+	}
+	return m, bSum
 }
 
-func TestRevertBoots(t *testing.T) { revertScenario(t, false) }
+// logSteps logs each boot's step output.
+func logSteps(t *testing.T, res []BootResult) {
+	t.Helper()
+	for _, r := range res {
+		t.Logf("boot %d step log:\n%s", r.Boot, r.StepLog)
+	}
+}
 
+// TestRevertBoots runs the revert, then a third boot in a second Run:
+// B is still the default, and a file written into /var after the disk was
+// built reaches the guest.
+func TestRevertBoots(t *testing.T) {
+	m, bSum := revertScenario(t, false)
+	if err := m.WriteVar("lib/vmtest/later.txt", []byte("written between runs\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := m.Run(context.Background(), Step{Script: `set -eux
+test "$(cat /var/lib/vmtest/later.txt)" = "written between runs"
+test "$(cat "$VMTEST_RESULTS/result.txt")" = "reverted to ` + bSum + `"
+test "$VMTEST_BOOT" = 3
+`})
+	logBoots(t, res)
+	logSteps(t, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || res[0].Boot != 3 || !strings.HasPrefix(res[0].Booted, bSum) {
+		t.Errorf("third boot: %d results, boot %d booted %q; want boot 3 of B %s", len(res), res[0].Boot, res[0].Booted, bSum)
+	}
+}
+
+// TestReadOnlySysroot runs the revert with sysroot.readonly=true; each
+// step checks that /sysroot is mounted read-only.
 func TestReadOnlySysroot(t *testing.T) { revertScenario(t, true) }
