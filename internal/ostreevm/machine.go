@@ -78,6 +78,8 @@ type Machine struct {
 
 	mu   sync.Mutex
 	qemu *os.Process // running qemu, killed by the test's cleanup
+
+	onStart func(pid int) // tests: called with qemu's PID
 }
 
 // New creates a Machine in a directory of t.TempDir() with an empty
@@ -526,6 +528,9 @@ func (m *Machine) boot(ctx context.Context, n int) (BootResult, error) {
 		m.mu.Lock()
 		m.qemu = cmd.Process
 		m.mu.Unlock()
+		if m.onStart != nil {
+			m.onStart(cmd.Process.Pid)
+		}
 		started <- nil
 		done <- cmd.Wait()
 	}()

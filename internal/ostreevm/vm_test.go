@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -197,3 +198,35 @@ test "$VMTEST_BOOT" = 3
 // TestReadOnlySysroot runs the revert with sysroot.readonly=true; each
 // step checks that /sysroot is mounted read-only.
 func TestReadOnlySysroot(t *testing.T) { revertScenario(t, true) }
+
+// TestBootTimeout kills a boot that overruns Options.BootTimeout and
+// leaves no qemu behind.
+func TestBootTimeout(t *testing.T) {
+	base := baseForTest(t)
+	m := New(t, Options{BootTimeout: 4 * time.Second})
+	if _, err := m.Commit(base, "test/base"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Deploy("test/base"); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	m.onStart = func(p int) { pid = p }
+	start := time.Now()
+	res, err := m.Run(context.Background(), Step{Script: "sleep 600"})
+	if err == nil || !strings.Contains(err.Error(), "timed out") {
+		t.Fatalf("Run = %v, want a timeout", err)
+	}
+	if wall := time.Since(start); wall > 30*time.Second {
+		t.Errorf("Run took %v after a 4 s timeout", wall)
+	}
+	if len(res) != 1 || res[0].Action != "" {
+		t.Errorf("results %+v, want one unfinished boot", res)
+	}
+	if pid == 0 {
+		t.Fatal("qemu never started")
+	}
+	if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid))); err == nil {
+		t.Errorf("qemu (pid %d) still running", pid)
+	}
+}
