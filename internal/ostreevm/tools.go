@@ -54,7 +54,7 @@ func Available() (bool, string) {
 
 func available() (bool, string) {
 	if os.Geteuid() != 0 {
-		return false, "ostreevm needs root (ostree commits keep file owners only as root; mmdebstrap and mke2fs -d need it)"
+		return false, "needs root (ostree commits keep file owners only as root; mmdebstrap and mke2fs -d need it)"
 	}
 	var missing []string
 	for _, t := range hostTools {
