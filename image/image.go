@@ -41,6 +41,7 @@ type Image struct {
 	layoutDir   string        // oci: only: the layout holding the blobs
 	digest      digest.Digest
 	config      []byte // the config in OCI form, as JSON
+	configDesc  digest.Digest
 	layers      []LayerInfo
 	descs       []imgspecv1.Descriptor // layers as OCI descriptors (with URLs, annotations)
 	annotations map[string]string
@@ -182,6 +183,7 @@ func (im *Image) load(ctx context.Context, sys *types.SystemContext, instance *d
 			return err
 		}
 	}
+	im.configDesc = img.ConfigInfo().Digest
 	if im.config, err = json.Marshal(cfg); err != nil {
 		return fmt.Errorf("encoding config: %w", err)
 	}
@@ -331,6 +333,30 @@ func (im *Image) Reference() string { return im.ref }
 
 // Digest returns the digest of the platform-specific manifest.
 func (im *Image) Digest() digest.Digest { return im.digest }
+
+// ConfigDigest is the digest of the config blob as the manifest names it:
+// copies of one image in other formats or compressions keep it (and the
+// layers' diff IDs) while their manifest digests differ.
+func (im *Image) ConfigDigest() digest.Digest { return im.configDesc }
+
+// ID identifies an image: its manifest digest, and its config digest and
+// layers' diff IDs, which copies of the image in other formats keep.
+type ID struct {
+	Digest, Config digest.Digest
+	DiffIDs        []digest.Digest
+}
+
+// ID returns the image's ID.
+func (im *Image) ID() ID { return ID{Digest: im.digest, Config: im.configDesc, DiffIDs: im.DiffIDs()} }
+
+// DiffIDs are the layers' diff IDs, base first.
+func (im *Image) DiffIDs() []digest.Digest {
+	out := make([]digest.Digest, len(im.layers))
+	for i, l := range im.layers {
+		out[i] = l.DiffID
+	}
+	return out
+}
 
 // Config returns a fresh copy of the image config in OCI form.
 func (im *Image) Config() *imgspecv1.Image {

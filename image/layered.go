@@ -91,16 +91,16 @@ func findFile(r io.Reader, name string) (_ []byte, err error) {
 
 // ManifestOf opens the layered image ref, reads its embedded ownership
 // manifest (see ReadManifest) and closes the image. It also returns the
-// manifest's raw bytes and the image's digest.
-func ManifestOf(ctx context.Context, ref string, opts Options) (_ *manifest.Manifest, raw []byte, _ digest.Digest, err error) {
+// manifest's raw bytes and the image's ID.
+func ManifestOf(ctx context.Context, ref string, opts Options) (_ *manifest.Manifest, raw []byte, _ ID, err error) {
 	im, err := Open(ctx, ref, opts)
 	if err != nil {
-		return nil, nil, "", fmt.Errorf("opening %s: %w", ref, err)
+		return nil, nil, ID{}, fmt.Errorf("opening %s: %w", ref, err)
 	}
 	defer func() { err = errors.Join(err, im.Close()) }()
 	m, raw, err := ReadManifest(ctx, im)
 	if err != nil {
-		return nil, nil, "", fmt.Errorf("%s: %w", ref, err)
+		return nil, nil, ID{}, fmt.Errorf("%s: %w", ref, err)
 	}
-	return m, raw, im.Digest(), nil
+	return m, raw, im.ID(), nil
 }

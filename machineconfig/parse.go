@@ -218,3 +218,12 @@ func withContext(err error, file, name string) error {
 	}
 	return errors.Join(errs...)
 }
+
+// JSON returns the MachineConfig as an object: its name and spec (the
+// Ignition config as it was given). Parse reads it back to the same
+// MachineConfig, but for File and Digest.
+func (mc *MachineConfig) JSON() ([]byte, error) {
+	var obj object
+	obj.APIVersion, obj.Kind, obj.Metadata.Name, obj.Spec = APIVersion, Kind, mc.Name, mc.Spec
+	return json.Marshal(obj)
+}

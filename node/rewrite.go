@@ -24,8 +24,10 @@ type Action struct {
 // Unchanged is the Op of a path that already matched.
 const Unchanged = "unchanged"
 
-// PlanMismatchError means the MachineConfigs given to Rewrite do not define
-// what the plan says; nothing was written.
+// PlanMismatchError means a revert plan does not fit: the MachineConfigs
+// given to Rewrite do not define what it says, or (PrepareRevert) it names
+// other images, or other paths than the node computes. Nothing was
+// written.
 type PlanMismatchError struct{ Lines []string }
 
 func (e *PlanMismatchError) Error() string { return strings.Join(e.Lines, "\n") }

@@ -61,6 +61,11 @@ const (
 	Untouched Outcome = "untouched"
 	// Dropped: never deployed at all.
 	Dropped Outcome = "dropped"
+	// Managed: the machine-config-daemon's certificate writer keeps the
+	// file up to date on the node (rotated CAs, the pull secret); it is
+	// never rolled back to a MachineConfig's content, whatever a revert
+	// does to it.
+	Managed Outcome = "managed"
 )
 
 // Clobbers reports whether the outcome leaves the path different from
@@ -153,6 +158,9 @@ func classify(me manifest.Entry, base render.Root) (Entry, error) {
 		if reason, ok := mcdStored(me, rp, base); ok {
 			e.Outcome, e.Reason = Kept, reason
 		}
+	}
+	if render.CertificateWriterManages(me.Path) || render.CertificateWriterManages(rp) {
+		e.Outcome, e.Reason = Managed, "the machine-config-daemon's certificate writer manages it on the node: never rolled back to the MachineConfig's content"
 	}
 	e.Clobbered = e.Outcome.Clobbers()
 	return e, nil

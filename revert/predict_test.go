@@ -332,7 +332,7 @@ func TestDiffReport(t *testing.T) {
 	}}
 	image, b := revert.ImageRef{Reference: "oci:/l:latest", Digest: sha("l")}, revert.ImageRef{Reference: "oci:/b:latest", Digest: sha("b")}
 	r := diff(t, m, image, b, ix)
-	if r.Image != image || r.Base != b {
+	if !cmp.Equal(r.Image, image) || !cmp.Equal(r.Base, b) {
 		t.Errorf("Diff image, base = %v, %v, want %v, %v", r.Image, r.Base, image, b)
 	}
 	wantSummary := revert.Summary{Total: 5, Clobbered: 3,

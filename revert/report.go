@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"text/tabwriter"
 
@@ -12,10 +13,25 @@ import (
 	"github.com/opencontainers/go-digest"
 )
 
-// ImageRef names an image by reference and manifest digest.
+// ImageRef names an image by reference and manifest digest. Config and
+// DiffIDs, when known, identify it across format conversions (a copy
+// converted to another manifest format or compression has another
+// manifest digest but the same config digest and diff IDs): a node
+// compares images by them.
 type ImageRef struct {
-	Reference string        `json:"reference,omitempty"`
-	Digest    digest.Digest `json:"digest,omitempty"`
+	Reference string          `json:"reference,omitempty"`
+	Digest    digest.Digest   `json:"digest,omitempty"`
+	Config    digest.Digest   `json:"config,omitempty"`
+	DiffIDs   []digest.Digest `json:"diffIDs,omitempty"`
+}
+
+// Same reports whether r and o name the same image: the same config and
+// diff IDs when both know them, else the same manifest digest.
+func (r ImageRef) Same(o ImageRef) bool {
+	if r.Config != "" && o.Config != "" && len(r.DiffIDs) > 0 && len(o.DiffIDs) > 0 {
+		return r.Config == o.Config && slices.Equal(r.DiffIDs, o.DiffIDs)
+	}
+	return r.Digest != "" && r.Digest == o.Digest
 }
 
 // Report is the result of Diff.
@@ -57,7 +73,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 }
 
 // outcomeOrder is the order outcome groups are printed in: clobbers first.
-var outcomeOrder = []Outcome{Removed, Reverted, Restored, Lost, Kept, Untouched, Dropped}
+var outcomeOrder = []Outcome{Removed, Reverted, Restored, Lost, Kept, Managed, Untouched, Dropped}
 
 // WriteText writes a table grouped by outcome, clobbers first; color adds
 // ANSI colours (only for terminals).

@@ -41,7 +41,7 @@ func Diff(ctx context.Context, o DiffOptions) (_ *revert.Report, err error) {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, b.Close()) }()
-	return revert.Diff(m, ref, revert.ImageRef{Reference: o.Base, Digest: b.Digest()}, b.Tree())
+	return revert.Diff(m, ref, imageRef(o.Base, b.ID()), b.Tree())
 }
 
 func layeredManifest(ctx context.Context, o DiffOptions) (*manifest.Manifest, revert.ImageRef, error) {
@@ -49,6 +49,10 @@ func layeredManifest(ctx context.Context, o DiffOptions) (*manifest.Manifest, re
 		m, err := manifest.ReadFile(o.ManifestFile)
 		return m, revert.ImageRef{Reference: o.ManifestFile}, err
 	}
-	m, _, dgst, err := image.ManifestOf(ctx, o.Image, o.Images)
-	return m, revert.ImageRef{Reference: o.Image, Digest: dgst}, err
+	m, _, id, err := image.ManifestOf(ctx, o.Image, o.Images)
+	return m, imageRef(o.Image, id), err
+}
+
+func imageRef(ref string, id image.ID) revert.ImageRef {
+	return revert.ImageRef{Reference: ref, Digest: id.Digest, Config: id.Config, DiffIDs: id.DiffIDs}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
 
 	"github.com/mcbake/mcbake/image"
@@ -19,7 +18,7 @@ func newManifestCommand() *cobra.Command {
 against the io.mcbake.manifest.digest label and prints it.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, raw, _, err := readEmbedded(cmd, &img, args[0])
+			m, raw, err := readEmbedded(cmd, &img, args[0])
 			if err != nil {
 				return err
 			}
@@ -36,10 +35,11 @@ against the io.mcbake.manifest.digest label and prints it.`,
 }
 
 // readEmbedded reads a layered image's embedded manifest.
-func readEmbedded(cmd *cobra.Command, img *imageFlags, ref string) (*manifest.Manifest, []byte, digest.Digest, error) {
+func readEmbedded(cmd *cobra.Command, img *imageFlags, ref string) (*manifest.Manifest, []byte, error) {
 	opts, _, err := img.options(cmd)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, err
 	}
-	return image.ManifestOf(cmd.Context(), ref, opts)
+	m, raw, _, err := image.ManifestOf(cmd.Context(), ref, opts)
+	return m, raw, err
 }

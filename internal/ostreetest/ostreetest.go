@@ -108,6 +108,62 @@ func revert(work, lRoot, bRoot string, mcdWrite func(etcDir string) error) (stri
 	return bDeploy, out, nil
 }
 
+// Staged is the state of a node at the moment a revert is prepared.
+type Staged struct {
+	// Sysroot is the ostree physical root.
+	Sysroot string
+	// Booted is the L deployment's root directory (its etc is the node's
+	// /etc, written by mcdWrite; its usr/etc L's defaults), Staged the B
+	// deployment's, whose etc is a fresh copy of B's usr/etc, as staging
+	// makes it.
+	Booted, Staged string
+}
+
+// Stage is Revert up to the staging: it deploys L, calls mcdWrite, then
+// deploys B with --no-merge, which checks B out with an /etc that is a
+// copy of B's defaults and merges nothing, as `ostree admin deploy
+// --stage` does until finalization (staging itself needs a booted
+// system). The B deployment gets a bootloader entry, which a staged one
+// would only get at finalization.
+func Stage(t testing.TB, lRoot, bRoot string, mcdWrite func(etcDir string) error) Staged {
+	t.Helper()
+	if ok, why := Available(); !ok {
+		t.Skip("ostreetest: " + why)
+	}
+	work := t.TempDir()
+	t.Cleanup(func() { unseal(work) })
+	s := sysroot{dir: filepath.Join(work, "sysroot")}
+	var st Staged
+	err := func() error {
+		if err := s.init(); err != nil {
+			return fmt.Errorf("creating sysroot: %w", err)
+		}
+		if err := s.commitImage(lRoot, filepath.Join(work, "tree-l"), refL); err != nil {
+			return fmt.Errorf("committing L: %w", err)
+		}
+		if err := s.commitImage(bRoot, filepath.Join(work, "tree-b"), refB); err != nil {
+			return fmt.Errorf("committing B: %w", err)
+		}
+		lDeploy, _, err := s.deploy(refL)
+		if err != nil {
+			return fmt.Errorf("deploying L: %w", err)
+		}
+		if err := mcdWrite(filepath.Join(lDeploy, "etc")); err != nil {
+			return fmt.Errorf("writing the node's /etc: %w", err)
+		}
+		bDeploy, _, err := s.deploy(refB, "--no-merge", "--retain")
+		if err != nil {
+			return fmt.Errorf("deploying B: %w", err)
+		}
+		st = Staged{Sysroot: s.dir, Booted: lDeploy, Staged: bDeploy}
+		return nil
+	}()
+	if err != nil {
+		t.Fatalf("ostreetest.Stage: %v", err)
+	}
+	return st
+}
+
 // sysroot is an ostree physical root in a directory.
 type sysroot struct {
 	dir string
@@ -158,12 +214,13 @@ func (s sysroot) commitImage(imageRoot, stage, ref string) error {
 // deployment's root directory and ostree's output. The sysroot is not
 // booted, so the merge deployment is the first deployment of the
 // stateroot: the one deployed last.
-func (s sysroot) deploy(ref string) (string, string, error) {
+func (s sysroot) deploy(ref string, flags ...string) (string, string, error) {
 	before, err := s.deployments()
 	if err != nil {
 		return "", "", err
 	}
-	out, err := run(ostreeEnv, "ostree", "admin", "deploy", "--sysroot="+s.dir, "--os="+Stateroot, ref)
+	args := append([]string{"admin", "deploy", "--sysroot=" + s.dir, "--os=" + Stateroot}, flags...)
+	out, err := run(ostreeEnv, "ostree", append(args, ref)...)
 	if err != nil {
 		return "", out, err
 	}

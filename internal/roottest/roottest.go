@@ -1,4 +1,4 @@
-// Package rootfstest describes host directory trees for tests that must
+// Package roottest describes host directory trees for tests that must
 // prove what a write changed, and what it left alone: every path with its
 // type, mode, owner and content or link target, read without following
 // symlinks.
@@ -54,6 +54,8 @@ func Entry(t testing.TB, p string) string {
 		return "link " + target + " " + owner
 	case fi.IsDir():
 		return fmt.Sprintf("dir %04o %s", st.Mode&0o7777, owner)
+	case !fi.Mode().IsRegular():
+		return fmt.Sprintf("other %s %04o %s", fi.Mode().Type(), st.Mode&0o7777, owner)
 	}
 	b, err := os.ReadFile(p)
 	if err != nil {

@@ -1,0 +1,8 @@
+package node
+
+// WithFailAt returns o with a failure injected before the commit of write
+// i (when f returns an error for it).
+func WithFailAt(o PrepareOptions, f func(i int) error) PrepareOptions {
+	o.failAt = f
+	return o
+}

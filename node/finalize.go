@@ -1,0 +1,236 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/mcbake/mcbake/machineconfig"
+	"github.com/mcbake/mcbake/render"
+)
+
+// FinalizedReport is what Finalized found in the finalized deployment and
+// did about it.
+type FinalizedReport struct {
+	// Pending is the finalized deployment the next boot starts.
+	Pending Deployment `json:"pending"`
+	// Restaged is set when it is not the deployment PrepareRevert
+	// prepared: something staged again after it.
+	Restaged bool `json:"restaged,omitempty"`
+	// Checked counts the owned /etc paths compared; Changes lists the
+	// ones that were wrong, and what was done.
+	Checked int      `json:"checked"`
+	Changes []Change `json:"changes"`
+	Error   string   `json:"error,omitempty"`
+}
+
+// Finalized is the safety net of a prepared revert, run at shutdown after
+// ostree-finalize-staged.service: it finds the deployment the next boot
+// starts, compares its /etc with the MachineConfigs PrepareRevert stored
+// under the stateroot's /var, and, with repair, writes every owned path
+// still wrong (in one transaction, labelled, in a private mount namespace
+// when the sysroot is read-only). After finalization nothing merges any
+// more, so it writes what the MachineConfigs want wherever it differs,
+// but for the paths PrepareRevert never writes (see PrepareRevert). It
+// returns nil and no error when no revert was prepared from the booted
+// deployment, or when nothing was finalized.
+func Finalized(sysroot string, repair bool) (*FinalizedReport, error) {
+	s, err := OpenSysroot(sysroot)
+	if err != nil {
+		return nil, err
+	}
+	booted, err := s.Booted()
+	if err != nil {
+		return nil, err
+	}
+	pending, err := s.Pending(booted)
+	if err != nil || pending == nil {
+		return nil, err
+	}
+	last, mcs, err := preparedRevert(booted)
+	if err != nil || last == nil {
+		return nil, err
+	}
+	rep := &FinalizedReport{Pending: *pending, Restaged: last.Staged.Dir != pending.Dir}
+	root, err := render.OpenDir(pending.Dir)
+	if err != nil {
+		return nil, err
+	}
+	res, err := render.Render(machineconfig.Merge(mcs), root)
+	err = errors.Join(err, root.Close())
+	if err != nil {
+		return nil, err
+	}
+	var writes []render.Entry
+	for _, e := range res.Entries {
+		c := Change{Path: e.Where(), Op: Unchanged, Source: e.Source}
+		if skipReason(e) != "" {
+			continue
+		}
+		rep.Checked++
+		k, err := differencesIn(pending.Dir, e)
+		if err != nil {
+			return nil, err
+		}
+		if len(k) == 0 {
+			continue
+		}
+		c.Kinds, c.Op = k, opFor(e.Type)
+		if repair {
+			writes = append(writes, e)
+		}
+		rep.Changes = append(rep.Changes, c)
+	}
+	if len(writes) == 0 {
+		return rep, nil
+	}
+	err = withWritable(s.Physical, func() error { return repairDeployment(pending, writes, rep) })
+	if err != nil {
+		rep.Error = err.Error()
+	}
+	return rep, err
+}
+
+// differencesIn observes e's path in the deployment at dir.
+func differencesIn(dir string, e render.Entry) ([]string, error) {
+	root, err := Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	k, err := differences(root, e.Where(), e.Entry)
+	return k, errors.Join(err, root.Close())
+}
+
+// repairDeployment writes the entries into the deployment in one
+// transaction and records each path's state in rep.
+func repairDeployment(d *Deployment, writes []render.Entry, rep *FinalizedReport) error {
+	root, err := Open(d.Dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	labels, err := LoadLabeler(root)
+	if err != nil {
+		return err
+	}
+	t := &txn{root: root}
+	for _, e := range writes {
+		t.add(e.Where(), e, labels.Lookup(e.Where(), e.Type))
+	}
+	terr := t.run()
+	state := map[string]State{}
+	for _, w := range t.writes {
+		state[w.path] = w.state
+	}
+	for i := range rep.Changes {
+		rep.Changes[i].State = state[clean(rep.Changes[i].Path)]
+	}
+	return terr
+}
+
+// preparedRevert returns the last record of a revert prepared from the
+// booted deployment and its MachineConfigs, or nil when there is none
+// (or it was prepared from another deployment, an earlier boot).
+func preparedRevert(booted *Deployment) (*Record, []*machineconfig.MachineConfig, error) {
+	dir := filepath.Join(booted.Var(), VarRecordDir)
+	records, err := ReadRecords(filepath.Join(dir, RecordFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var last *Record
+	for _, r := range records {
+		if !r.DryRun && r.Booted.Dir == booted.Dir {
+			last = r
+		}
+	}
+	if last == nil {
+		return nil, nil, nil
+	}
+	mcs, err := machineconfig.Load([]string{filepath.Join(dir, MachineConfigsFile)}, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the prepared MachineConfigs: %w", err)
+	}
+	return last, mcs, nil
+}
+
+// BootCheck is what Check found on the first boot after a revert.
+type BootCheck struct {
+	Booted Deployment `json:"booted"`
+	// Prepared is set when the booted deployment is the one PrepareRevert
+	// prepared.
+	Prepared bool    `json:"prepared"`
+	Report   *Report `json:"report"`
+}
+
+// Check is the first-boot check of a prepared revert: when the node booted
+// the deployment a revert was prepared for (a record under the
+// stateroot's /var names it as staged), it validates the running system
+// against the stored MachineConfigs (Validate, on "/" of a booted node,
+// or on the deployment's directory otherwise), writes the report beside
+// the record and retires the record, so the check runs once. It only
+// reads and reports: it writes nothing the MachineConfigs own. It returns
+// nil and no error when there is nothing to check.
+func Check(sysroot string, now func() time.Time) (*BootCheck, error) {
+	s, err := OpenSysroot(sysroot)
+	if err != nil {
+		return nil, err
+	}
+	booted, err := s.Booted()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(booted.Var(), VarRecordDir)
+	records, err := ReadRecords(filepath.Join(dir, RecordFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	bc := &BootCheck{Booted: *booted}
+	for _, r := range records {
+		if !r.DryRun && r.Staged.Checksum == booted.Checksum {
+			bc.Prepared = true
+		}
+	}
+	mcs, err := machineconfig.Load([]string{filepath.Join(dir, MachineConfigsFile)}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("reading the prepared MachineConfigs: %w", err)
+	}
+	rootDir := booted.Dir
+	if s.Running {
+		rootDir = "/"
+	}
+	root, err := Open(rootDir)
+	if err != nil {
+		return nil, err
+	}
+	bc.Report, err = Validate(root, mcs)
+	if err = errors.Join(err, root.Close()); err != nil {
+		return nil, err
+	}
+	return bc, retire(dir, bc, now)
+}
+
+// retire writes the first-boot report and moves the record aside.
+func retire(dir string, bc *BootCheck, now func() time.Time) error {
+	if now == nil {
+		now = time.Now
+	}
+	stamp := strings.ReplaceAll(now().UTC().Format(time.RFC3339), ":", "")
+	b, err := jsonIndent(bc)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "check-"+stamp+".json"), b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(filepath.Join(dir, RecordFile), filepath.Join(dir, "record-"+stamp+".json"))
+}

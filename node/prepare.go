@@ -1,0 +1,378 @@
+package node
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/mcbake/mcbake/machineconfig"
+	"github.com/mcbake/mcbake/manifest"
+	"github.com/mcbake/mcbake/render"
+	"github.com/mcbake/mcbake/revert"
+)
+
+// RecordDir is where, inside a deployment, PrepareRevert keeps its record
+// and the MachineConfigs it prepared the deployment for.
+const RecordDir = "/etc/mcbake/revert"
+
+// Files in RecordDir.
+const (
+	RecordFile         = "record.json"
+	MachineConfigsFile = "machineconfigs.json"
+)
+
+// VarRecordDir is where, under the stateroot's /var (which a re-stage
+// does not replace), PrepareRevert keeps copies of them for the shutdown
+// safety net.
+const VarRecordDir = "/lib/mcbake/revert"
+
+// PrepareOptions say what PrepareRevert prepares.
+type PrepareOptions struct {
+	// Sysroot is the ostree sysroot, "/" on a booted node.
+	Sysroot string
+	// MachineConfigs are what the node must have after the revert.
+	MachineConfigs []*machineconfig.MachineConfig
+	// Plan, when set, is the revert plan CI computed for these images:
+	// PrepareRevert refuses, writing nothing, unless it names the booted
+	// and staged images and lists exactly the paths the node computes.
+	Plan *revert.Plan
+	// DryRun computes and reports, writing nothing.
+	DryRun bool
+	// Now stamps the record (time.Now when nil).
+	Now func() time.Time
+
+	// failAt injects a failure before the commit of write i (tests).
+	failAt func(i int) error
+}
+
+// Change is what PrepareRevert did, or in a dry run would do, to one path
+// the MachineConfigs own.
+type Change struct {
+	// Path is where the path is in the deployment; RequestedPath the
+	// MachineConfig's path when different.
+	Path          string `json:"path"`
+	RequestedPath string `json:"requestedPath,omitempty"`
+	// Op is write, mkdir, symlink, link, remove or unchanged; skipped
+	// when the path cannot or must not be written (Reason says why).
+	Op string `json:"op"`
+	// Kinds say what finalization would get wrong without the write.
+	Kinds []string `json:"kinds,omitempty"`
+	// Node is what the node did to the path (what finalization applies).
+	Node   NodeChange `json:"node,omitempty"`
+	Reason string     `json:"reason,omitempty"`
+	// Label is the SELinux context written with the path.
+	Label string `json:"label,omitempty"`
+	// State says whether the path holds its old or new entry.
+	State  State           `json:"state,omitempty"`
+	Source manifest.Source `json:"source"`
+}
+
+// Ops of a Change besides the write ops.
+const (
+	OpSkipped = "skipped"
+)
+
+// Record is what PrepareRevert did: the deployments, and one Change per
+// owned path.
+type Record struct {
+	SchemaVersion int        `json:"schemaVersion"`
+	Time          time.Time  `json:"time"`
+	DryRun        bool       `json:"dryRun,omitempty"`
+	Booted        Deployment `json:"booted"`
+	Staged        Deployment `json:"staged"`
+	// MachineConfigs name the inputs, as the manifest does.
+	MachineConfigs []manifest.MachineConfig `json:"machineConfigs"`
+	Changes        []Change                 `json:"changes"`
+	// Error is set when the writes failed; every change's State says
+	// where its path ended.
+	Error string `json:"error,omitempty"`
+}
+
+// RecordSchemaVersion is the version of the record format.
+const RecordSchemaVersion = 1
+
+// Written returns the changes that wrote (or in a dry run would write) a
+// path.
+func (r *Record) Written() []Change {
+	var out []Change
+	for _, c := range r.Changes {
+		if c.Op != Unchanged && c.Op != OpSkipped {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// PrepareRevert writes into the staged deployment's /etc exactly the
+// owned paths its finalization would leave wrong, so that the node boots
+// the staged deployment (the base image, after a revert) with every
+// MachineConfig file in place after one reboot. Run it after the last
+// staging step and before the reboot.
+//
+// It finds the booted and the staged deployment of the sysroot; renders
+// the MachineConfigs against the staged deployment (what the
+// machine-config-daemon would write there); computes, for every owned path
+// under /etc, the outcome of the finalize merge from the booted
+// deployment's defaults (usr/etc), the node's live /etc and the staged
+// /etc; and writes the paths that would end wrong, where the node left
+// them unmodified (a path the node modified is its own: the merge keeps
+// the node's copy). It never writes anything but those paths: not a path
+// the node modified, not a parent the MachineConfigs do not own, not a
+// file the certificate writer manages, not the config the
+// machine-config-daemon stores. Every path is labelled with the SELinux
+// context of the staged deployment's policy, when it has one. When the
+// sysroot is mounted read-only, the writes happen in a private mount
+// namespace where it is remounted read-write.
+//
+// The writes are one transaction: on a failure every path is put back, and
+// the returned record (also on error) says, per path, whether it is old
+// or new. PrepareRevert is idempotent: a second run finds nothing wrong
+// and writes nothing. The record and the MachineConfigs are stored in
+// RecordDir of the staged deployment and in VarRecordDir of the
+// stateroot's /var. Inputs that cannot be prepared (no single staged
+// deployment, an owned path the staged /etc has as a fifo or a symlink,
+// a plan for other images or paths) are errors and nothing is written.
+func PrepareRevert(opts PrepareOptions) (*Record, error) {
+	s, err := OpenSysroot(opts.Sysroot)
+	if err != nil {
+		return nil, err
+	}
+	booted, err := s.Booted()
+	if err != nil {
+		return nil, err
+	}
+	staged, err := s.Staged(booted)
+	if err != nil {
+		return nil, err
+	}
+	return Prepare(s, booted, staged, opts)
+}
+
+// Prepare is PrepareRevert for deployments already found: staged is the
+// deployment the next boot starts, whose /etc finalization merges the
+// node's changes into, and booted the deployment the node runs (whose
+// usr/etc and etc are the defaults and the node's /etc).
+func Prepare(s *Sysroot, booted, staged *Deployment, opts PrepareOptions) (*Record, error) {
+	if len(opts.MachineConfigs) == 0 {
+		return nil, errors.New("no MachineConfig given")
+	}
+	now := time.Now
+	if opts.Now != nil {
+		now = opts.Now
+	}
+	rec := &Record{SchemaVersion: RecordSchemaVersion, Time: now().UTC(), DryRun: opts.DryRun, Booted: *booted, Staged: *staged}
+	for _, mc := range opts.MachineConfigs {
+		rec.MachineConfigs = append(rec.MachineConfigs, manifest.MachineConfig{Name: mc.Name, Digest: mc.Digest})
+	}
+	w, err := planPrepare(s, booted, staged, opts.MachineConfigs, rec)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Plan != nil {
+		if err := checkPlan(s, booted, staged, opts.Plan, rec); err != nil {
+			return nil, err
+		}
+	}
+	if opts.DryRun {
+		return rec, nil
+	}
+	err = withWritable(s.Physical, func() error { return applyPrepare(staged, w, rec, opts) })
+	return rec, err
+}
+
+// prepared is a computed preparation: the writes, by path, with the index
+// of their Change.
+type prepared struct {
+	writes []pendingWrite
+	mcs    []byte // the MachineConfigs, as stored with the record
+}
+
+type pendingWrite struct {
+	change int
+	entry  render.Entry
+}
+
+// planPrepare computes every owned path's Change (into rec) and the
+// writes. It reads, never writes.
+func planPrepare(s *Sysroot, booted, staged *Deployment, mcs []*machineconfig.MachineConfig, rec *Record) (*prepared, error) {
+	bootedRoot, err := render.OpenDir(booted.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer bootedRoot.Close()
+	stagedRoot, err := render.OpenDir(staged.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer stagedRoot.Close()
+	res, err := render.Render(machineconfig.Merge(mcs), stagedRoot)
+	if err != nil {
+		return nil, err
+	}
+	entries := append([]render.Entry(nil), res.Entries...)
+	sort.SliceStable(entries, func(i, j int) bool { return entries[i].Where() < entries[j].Where() })
+	p := &prepared{}
+	var errs []error
+	for _, e := range entries {
+		c, write, err := changeFor(e, bootedRoot, stagedRoot)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if write {
+			p.writes = append(p.writes, pendingWrite{change: len(rec.Changes), entry: e})
+		}
+		rec.Changes = append(rec.Changes, c)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if p.mcs, err = mcList(mcs); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// changeFor computes the Change of one rendered entry, and whether it is
+// to be written.
+func changeFor(e render.Entry, booted, staged *render.Dir) (Change, bool, error) {
+	c := Change{Path: e.Where(), Op: Unchanged, Source: e.Source}
+	if e.Where() != e.Path {
+		c.RequestedPath = e.Path
+	}
+	switch skip := skipReason(e); {
+	case skip != "":
+		c.Op, c.Reason = OpSkipped, skip
+		return c, false, nil
+	}
+	rel := strings.TrimPrefix(e.Where(), "/etc")
+	def, err := observe(booted, "/usr/etc"+rel, e.Entry)
+	if err != nil {
+		return c, false, err
+	}
+	live, err := observe(booted, "/etc"+rel, e.Entry)
+	if err != nil {
+		return c, false, err
+	}
+	st, err := observe(staged, e.Where(), e.Entry)
+	if err != nil {
+		return c, false, err
+	}
+	if err := writable(e, st); err != nil {
+		return c, false, err
+	}
+	c.Node = nodeChange(def, live)
+	after := finalized(c.Node, live, st)
+	c.Kinds = kinds(e.Entry, after.e, after.ok)
+	switch {
+	case len(c.Kinds) == 0:
+	case c.Node != Unmodified:
+		c.Op, c.Reason = OpSkipped, fmt.Sprintf("the node %s it: finalization keeps the node's change", c.Node)
+	default:
+		c.Op = opFor(e.Type)
+		return c, true, nil
+	}
+	return c, false, nil
+}
+
+// skipReason says why an owned path is never written into the staged
+// deployment, "" when it may be.
+func skipReason(e render.Entry) string {
+	switch {
+	case e.Path == render.CurrentConfig || e.Path == path.Dir(render.CurrentConfig):
+		return "the machine-config-daemon stores the config it runs there"
+	case render.CertificateWriterManages(e.Path) || render.CertificateWriterManages(e.Where()):
+		return "the machine-config-daemon's certificate writer manages it on the node"
+	}
+	switch revert.ZoneOf(e.Where()) {
+	case revert.ZoneUsr:
+		return "outside /etc and /var: the base's version replaces it and a node cannot write it"
+	case revert.ZoneVar:
+		return "under /var: deploys never touch it"
+	case revert.ZoneDropped:
+		return "never deployed"
+	}
+	if e.Where() == "/etc" {
+		return "the /etc directory itself"
+	}
+	return ""
+}
+
+// observe is render.Observe as an observed value.
+func observe(root *render.Dir, p string, want manifest.Entry) (observed, error) {
+	e, ok, err := render.Observe(root, p, want)
+	return observed{e: e, ok: ok}, err
+}
+
+// writable refuses a staged path that a write of e must not replace: a
+// fifo, device or socket, a symlink where a file or directory is owned,
+// a directory where anything else is.
+func writable(e render.Entry, st observed) error {
+	if !st.ok || e.Type == manifest.Absent {
+		return nil
+	}
+	bad := ""
+	switch {
+	case st.e.Type == manifest.Other:
+		bad = "something that is not a file, directory or symlink"
+	case st.e.Type == manifest.Symlink && (e.Type == manifest.File || e.Type == manifest.Directory):
+		bad = "a symlink"
+	case st.e.Type == manifest.Directory && e.Type != manifest.Directory:
+		bad = "a directory"
+	}
+	if bad == "" {
+		return nil
+	}
+	return fmt.Errorf("%s (%s %s): the staged deployment has %s there, where the MachineConfig owns a %s", e.Where(), e.Source.MachineConfig, e.Source.Field, bad, e.Type)
+}
+
+// mcList is the MachineConfigs as a List, the form stored with the
+// record, which machineconfig.Load reads back.
+func mcList(mcs []*machineconfig.MachineConfig) ([]byte, error) {
+	var items []json.RawMessage
+	for _, mc := range mcs {
+		b, err := mc.JSON()
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, b)
+	}
+	b, err := json.MarshalIndent(map[string]any{"apiVersion": "v1", "kind": "List", "items": items}, "", "  ")
+	return append(b, '\n'), err
+}
+
+// applyPrepare writes the staged deployment's paths in one transaction
+// and the record. It runs with the sysroot writable.
+func applyPrepare(staged *Deployment, p *prepared, rec *Record, opts PrepareOptions) error {
+	root, err := Open(staged.Dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	labels, err := LoadLabeler(root)
+	if err != nil {
+		return fmt.Errorf("reading the staged deployment's SELinux policy: %w", err)
+	}
+	t := &txn{root: root, failAt: opts.failAt}
+	for _, w := range p.writes {
+		label := labels.Lookup(w.entry.Where(), w.entry.Type)
+		rec.Changes[w.change].Label = label
+		t.add(w.entry.Where(), w.entry, label)
+	}
+	terr := t.run()
+	byPath := map[string]State{}
+	for _, w := range t.writes {
+		byPath[w.path] = w.state
+	}
+	for _, w := range p.writes {
+		rec.Changes[w.change].State = byPath[clean(w.entry.Where())]
+	}
+	if terr != nil {
+		rec.Error = terr.Error()
+	}
+	return errors.Join(terr, writeRecord(root, labels, rec, p.mcs), writeVarRecord(staged, rec, p.mcs))
+}

@@ -1,0 +1,495 @@
+package node_test
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"golang.org/x/sys/unix"
+
+	"github.com/mcbake/mcbake/internal/ostreetest"
+	"github.com/mcbake/mcbake/internal/roottest"
+	"github.com/mcbake/mcbake/machineconfig"
+	"github.com/mcbake/mcbake/manifest"
+	"github.com/mcbake/mcbake/node"
+	"github.com/mcbake/mcbake/render"
+	"github.com/mcbake/mcbake/revert"
+)
+
+// prepareMC is a worker-like MachineConfig: files under /etc (one in a new
+// nested directory, one with another owner), a kubelet-like unit with
+// contents and enablement, a drop-in on a base unit, a mask, a unit the
+// base enables that it disables, a file the certificate writer manages,
+// one the node will modify, and one under /usr/local.
+const prepareMC = `apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfig
+metadata: {name: 99-worker-prepare}
+spec:
+  config:
+    ignition: {version: 3.4.0}
+    storage:
+      files:
+        - {path: /etc/mcbake/kubelet.conf, mode: 420, contents: {source: "data:,kubelet%0A"}}
+        - {path: /etc/mcbake/new/deep/b.conf, mode: 384, user: {id: 1000}, contents: {source: "data:,b%0A"}}
+        - {path: /etc/mcbake/modified.conf, mode: 420, contents: {source: "data:,as%20the%20MC%20says%0A"}}
+        - {path: /etc/hostname, mode: 420, contents: {source: "data:,worker-0%0A"}}
+        - {path: /etc/kubernetes/kubelet-ca.crt, mode: 420, contents: {source: "data:,ca%20v1%0A"}}
+        - {path: /usr/local/bin/tool, mode: 493, contents: {source: "data:,%23!/bin/sh%0A"}}
+    systemd:
+      units:
+        - name: kubelet.service
+          enabled: true
+          contents: "[Unit]\nDescription=kubelet\n[Service]\nExecStart=/usr/bin/true\n[Install]\nWantedBy=multi-user.target\n"
+        - name: crio.service
+          dropins: [{name: 10-mcbake.conf, contents: "[Service]\nEnvironment=MCBAKE=1\n"}]
+        - name: zincati.service
+          mask: true
+        - name: openvswitch.service
+          enabled: false
+`
+
+const unitFile = "[Service]\nExecStart=/usr/bin/true\n[Install]\nWantedBy=multi-user.target\n"
+
+// writeTree writes files (path -> content; "-> T" a symlink, a trailing
+// "/" a directory) under dir.
+func writeTree(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	keys := make([]string, 0, len(files))
+	for k := range files {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		p := filepath.Join(dir, k)
+		v := files[k]
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		switch {
+		case strings.HasSuffix(k, "/"):
+			err = os.MkdirAll(p, 0o755)
+		case strings.HasPrefix(v, "-> "):
+			err = os.Symlink(strings.TrimPrefix(v, "-> "), p)
+		default:
+			err = os.WriteFile(p, []byte(v), 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// baseTree is the base image B: accounts, systemd units, one of them
+// enabled, and a hostname.
+func baseTree(t *testing.T, dir string) {
+	writeTree(t, dir, map[string]string{
+		"etc/passwd":          "root:x:0:0:root:/root:/bin/sh\ncore:x:1000:1000::/var/home/core:/bin/sh\n",
+		"etc/group":           "root:x:0:\ncore:x:1000:\n",
+		"etc/hostname":        "localhost\n",
+		"etc/systemd/system/": "",
+		"etc/systemd/system/multi-user.target.wants/openvswitch.service": "-> /usr/lib/systemd/system/openvswitch.service",
+		"usr/lib/systemd/system/openvswitch.service":                     unitFile,
+		"usr/lib/systemd/system/crio.service":                            unitFile,
+		"usr/lib/systemd/system/zincati.service":                         unitFile,
+		"usr/local":                                                      "-> ../var/usrlocal",
+		"var/usrlocal/":                                                  "",
+	})
+}
+
+// setup builds B, bakes the MachineConfig into L as mcbake build would
+// (its rendering against B, written over B), and stages B on a node that
+// runs L, whose /etc the machine-config-daemon wrote identically; then
+// the node modifies two files. It returns the state and the rendering.
+func setup(t *testing.T) (ostreetest.Staged, []*machineconfig.MachineConfig, *manifest.Manifest) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: ostree deploys and owners")
+	}
+	mcs, err := machineconfig.Parse("prepare.yaml", []byte(prepareMC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := t.TempDir()
+	bRoot, lRoot := filepath.Join(top, "b"), filepath.Join(top, "l")
+	baseTree(t, bRoot)
+	base, err := render.OpenDir(bRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer base.Close()
+	res, err := render.Render(machineconfig.Merge(mcs), base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := res.Manifest(mcs)
+	for i := range m.Entries {
+		if m.Entries[i].Base, err = render.BaseState(base, m.Entries[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	baseTree(t, lRoot)
+	bake(t, lRoot, res)
+	st := ostreetest.Stage(t, lRoot, bRoot, func(etc string) error {
+		// The MCD wrote what L baked (the same bytes), so the node's /etc
+		// is L's defaults; then the node changes two files.
+		if err := os.WriteFile(filepath.Join(etc, "mcbake", "modified.conf"), []byte("the node's own\n"), 0o644); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(etc, "kubernetes", "kubelet-ca.crt"), []byte("ca v2, rotated\n"), 0o644)
+	})
+	return st, mcs, m
+}
+
+// bake writes the rendering into the root as a layer would.
+func bake(t *testing.T, root string, res *render.Result) {
+	t.Helper()
+	for _, e := range res.Entries {
+		if e.Type == manifest.Absent {
+			if err := os.Remove(filepath.Join(root, e.Where())); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	tmp := filepath.Join(t.TempDir(), "layer")
+	if err := render.WriteEntries(tmp, res.Entries, true); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cp", "-a", tmp+"/.", root).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+}
+
+// deployments are the booted (L) and staged (B) deployments of st.
+func deployments(t *testing.T, st ostreetest.Staged) (*node.Sysroot, *node.Deployment, *node.Deployment) {
+	t.Helper()
+	s, err := node.OpenSysroot(st.Sysroot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := s.Deployments()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var booted, staged *node.Deployment
+	for i := range ds {
+		switch ds[i].Dir {
+		case st.Booted:
+			booted = &ds[i]
+		case st.Staged:
+			staged = &ds[i]
+		}
+	}
+	if booted == nil || staged == nil {
+		t.Fatalf("Deployments() = %+v, want %s and %s", ds, st.Booted, st.Staged)
+	}
+	return s, booted, staged
+}
+
+func paths(cs []node.Change) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.Path)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestPrepare computes and writes the staged deployment's paths: exactly
+// those finalization would leave wrong where the node did not change
+// them, with the MCD's modes and owners; the paths revert.Diff predicts;
+// nothing else in the staged deployment; idempotent; a dry run writes
+// nothing.
+func TestPrepare(t *testing.T) {
+	st, mcs, m := setup(t)
+	s, booted, staged := deployments(t, st)
+	before := roottest.Tree(t, staged.Dir)
+	// Agreement: CI's prediction for the same MachineConfigs and base,
+	// on the staged deployment before Prepare wrote into it.
+	b, err := render.OpenDir(staged.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	rep, err := revert.Diff(m, revert.ImageRef{}, revert.ImageRef{}, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var predicted []string
+	for _, e := range rep.Entries {
+		// The node changed modified.conf, which CI cannot know.
+		if e.Clobbered && e.Zone == revert.ZoneEtc && e.Path != "/etc/mcbake/modified.conf" {
+			predicted = append(predicted, e.Path)
+		}
+	}
+	sort.Strings(predicted)
+
+	dry, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, DryRun: true})
+	if err != nil {
+		t.Fatalf("Prepare(dry run): %v", err)
+	}
+	if diff := cmp.Diff(before, roottest.Tree(t, staged.Dir)); diff != "" {
+		t.Fatalf("a dry run changed the staged deployment (-before +after):\n%s", diff)
+	}
+	rec, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs})
+	if err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	if diff := cmp.Diff(paths(dry.Written()), paths(rec.Written())); diff != "" {
+		t.Errorf("Prepare and its dry run disagree (-dry +real):\n%s", diff)
+	}
+	want := []string{
+		"/etc/hostname",
+		"/etc/kubernetes",
+		"/etc/mcbake",
+		"/etc/mcbake/kubelet.conf",
+		"/etc/mcbake/new",
+		"/etc/mcbake/new/deep",
+		"/etc/mcbake/new/deep/b.conf",
+		"/etc/systemd/system/crio.service.d",
+		"/etc/systemd/system/crio.service.d/10-mcbake.conf",
+		"/etc/systemd/system/kubelet.service",
+		"/etc/systemd/system/multi-user.target.wants/crio.service",
+		"/etc/systemd/system/multi-user.target.wants/kubelet.service",
+		"/etc/systemd/system/multi-user.target.wants/openvswitch.service",
+		"/etc/systemd/system/zincati.service",
+	}
+	if diff := cmp.Diff(want, paths(rec.Written())); diff != "" {
+		t.Errorf("Prepare wrote (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(predicted, paths(rec.Written())); diff != "" {
+		t.Errorf("Prepare's writes and revert.Diff's clobbers (but the file the node changed) differ (-diff +prepare):\n%s", diff)
+	}
+	for _, c := range rec.Written() {
+		if c.State != node.StateNew {
+			t.Errorf("%s: state %s, want new", c.Path, c.State)
+		}
+	}
+	skipped := map[string]string{}
+	for _, c := range rec.Changes {
+		if c.Op == node.OpSkipped {
+			skipped[c.Path] = c.Reason
+		}
+	}
+	for _, p := range []string{"/etc/mcbake/modified.conf", "/etc/kubernetes/kubelet-ca.crt", render.CurrentConfig, "/var/usrlocal/bin/tool"} {
+		if skipped[p] == "" {
+			t.Errorf("%s was not skipped (skipped: %v)", p, skipped)
+		}
+	}
+
+	// The staged /etc now has what the MachineConfigs want, and nothing
+	// else changed.
+	after := roottest.Tree(t, staged.Dir)
+	changed := map[string]bool{}
+	for p := range after {
+		if before[p] != after[p] {
+			changed["/"+p] = true
+		}
+	}
+	for p := range before {
+		if _, ok := after[p]; !ok {
+			changed["/"+p] = true
+		}
+	}
+	wantChanged := map[string]bool{}
+	for _, p := range want {
+		wantChanged[p] = true
+	}
+	for _, p := range []string{node.RecordDir, node.RecordDir + "/" + node.RecordFile, node.RecordDir + "/" + node.MachineConfigsFile, "/etc/systemd", "/etc/systemd/system"} {
+		wantChanged[p] = true // the record; directories whose entries changed
+	}
+	for p := range changed {
+		if !wantChanged[p] && !strings.HasPrefix(p, "/etc/systemd/system/") {
+			t.Errorf("Prepare changed %s, which it does not own", p)
+		}
+	}
+	if got := after["etc/mcbake/new/deep/b.conf"]; got != "file 0600 1000:0 b\n" {
+		t.Errorf("b.conf = %q, want file 0600 1000:0 b", got)
+	}
+	if _, ok := after["etc/systemd/system/multi-user.target.wants/openvswitch.service"]; ok {
+		t.Errorf("the disabled unit's link is still in the staged /etc")
+	}
+	if got := after["etc/systemd/system/zincati.service"]; got != "link /dev/null 0:0" {
+		t.Errorf("zincati.service = %q, want the mask", got)
+	}
+
+	again, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs})
+	if err != nil {
+		t.Fatalf("second Prepare: %v", err)
+	}
+	if w := again.Written(); len(w) != 0 {
+		t.Errorf("second Prepare wrote %v, want nothing", paths(w))
+	}
+	records, err := node.ReadRecords(filepath.Join(staged.Dir, node.RecordDir, node.RecordFile))
+	if err != nil || len(records) != 2 {
+		t.Fatalf("records = %d, %v; want 2", len(records), err)
+	}
+	varRecords, err := node.ReadRecords(filepath.Join(staged.Var(), node.VarRecordDir, node.RecordFile))
+	if err != nil || len(varRecords) != 2 {
+		t.Errorf("records under /var = %d, %v; want 2", len(varRecords), err)
+	}
+}
+
+// TestPrepareFailureHalfway injects a failure after some of the writes:
+// every path ends old, and the record says so.
+func TestPrepareFailureHalfway(t *testing.T) {
+	st, mcs, _ := setup(t)
+	s, booted, staged := deployments(t, st)
+	before := roottest.Tree(t, staged.Dir)
+	boom := errors.New("injected failure")
+	rec, err := node.Prepare(s, booted, staged, node.WithFailAt(node.PrepareOptions{MachineConfigs: mcs}, func(i int) error {
+		if i == 7 {
+			return boom
+		}
+		return nil
+	}))
+	if !errors.Is(err, boom) {
+		t.Fatalf("Prepare = %v, want the injected failure", err)
+	}
+	if rec == nil || rec.Error == "" {
+		t.Fatalf("Prepare's record = %+v, want one that names the error", rec)
+	}
+	for _, c := range rec.Written() {
+		if c.State != node.StateOld {
+			t.Errorf("%s: state %s after the failure, want old", c.Path, c.State)
+		}
+	}
+	after := roottest.Tree(t, staged.Dir)
+	for p := range after {
+		if strings.HasPrefix(p, strings.TrimPrefix(node.RecordDir, "/")) || p == "etc/mcbake" {
+			delete(after, p) // the record and its parent
+		}
+	}
+	if diff := cmp.Diff(before, after, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("a failed Prepare left changes (-before +after):\n%s", diff)
+	}
+}
+
+// TestPrepareLabels: with an SELinux policy in the staged deployment,
+// every written path gets the context its file_contexts assigns (on a
+// host without SELinux the security.selinux xattr is stored as given).
+func TestPrepareLabels(t *testing.T) {
+	st, mcs, _ := setup(t)
+	s, booted, staged := deployments(t, st)
+	writeTree(t, staged.Dir, map[string]string{
+		"etc/selinux/config": "SELINUX=enforcing\nSELINUXTYPE=targeted\n",
+		"etc/selinux/targeted/contexts/files/file_contexts": `/etc(/.*)?	system_u:object_r:etc_t:s0
+/etc/systemd/system(/.*)?	system_u:object_r:systemd_unit_file_t:s0
+/etc/hostname	--	system_u:object_r:hostname_etc_t:s0
+/etc/mcbake/new(/.*)?	-d	system_u:object_r:mcbake_dir_t:s0
+/etc/systemd/system/zincati\.service	-l	system_u:object_r:masked_t:s0
+`,
+		"etc/selinux/targeted/contexts/files/file_contexts.local": "/etc/mcbake/kubelet\\.conf	system_u:object_r:kubelet_conf_t:s0\n",
+	})
+	if _, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs}); err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	want := map[string]string{
+		"etc/hostname":                       "system_u:object_r:hostname_etc_t:s0",
+		"etc/mcbake":                         "system_u:object_r:etc_t:s0",
+		"etc/mcbake/kubelet.conf":            "system_u:object_r:kubelet_conf_t:s0",
+		"etc/mcbake/new":                     "system_u:object_r:mcbake_dir_t:s0",
+		"etc/mcbake/new/deep":                "system_u:object_r:mcbake_dir_t:s0",
+		"etc/mcbake/new/deep/b.conf":         "system_u:object_r:etc_t:s0",
+		"etc/systemd/system/kubelet.service": "system_u:object_r:systemd_unit_file_t:s0",
+		"etc/systemd/system/zincati.service": "system_u:object_r:masked_t:s0",
+		"etc/systemd/system/crio.service.d":  "system_u:object_r:systemd_unit_file_t:s0",
+		"etc/systemd/system/multi-user.target.wants/kubelet.service": "system_u:object_r:systemd_unit_file_t:s0",
+	}
+	got := map[string]string{}
+	for p := range want {
+		buf := make([]byte, 256)
+		n, err := unix.Lgetxattr(filepath.Join(staged.Dir, p), "security.selinux", buf)
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		got[p] = strings.TrimRight(string(buf[:n]), "\x00")
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("labels (-want +got):\n%s", diff)
+	}
+}
+
+// TestPrepareReadOnlySysroot: on a sysroot mounted read-only the writes
+// happen in a private mount namespace; the host keeps it read-only.
+func TestPrepareReadOnlySysroot(t *testing.T) {
+	st, mcs, _ := setup(t)
+	s, booted, staged := deployments(t, st)
+	if err := unix.Mount(st.Sysroot, st.Sysroot, "", unix.MS_BIND, ""); err != nil {
+		t.Skipf("bind mount: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(st.Sysroot, unix.MNT_DETACH) })
+	if err := unix.Mount("", st.Sysroot, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""); err != nil {
+		t.Fatalf("remounting read-only: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(staged.Dir, "etc", "probe"), nil, 0o644); err == nil || !errors.Is(err, unix.EROFS) {
+		t.Fatalf("writing the read-only sysroot = %v, want EROFS", err)
+	}
+	rec, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs})
+	if err != nil {
+		t.Fatalf("Prepare on a read-only sysroot: %v", err)
+	}
+	if len(rec.Written()) == 0 {
+		t.Fatal("Prepare wrote nothing")
+	}
+	if _, err := os.Lstat(filepath.Join(staged.Dir, "etc", "mcbake", "kubelet.conf")); err != nil {
+		t.Errorf("after Prepare: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(staged.Dir, "etc", "probe"), nil, 0o644); !errors.Is(err, unix.EROFS) {
+		t.Errorf("the host's sysroot is writable after Prepare (%v), want it still read-only", err)
+	}
+}
+
+// TestPrepareRefuses: a staged /etc that has a fifo or a symlink where the
+// MachineConfigs own a file, or no MachineConfig: an error that names the
+// path and the MachineConfig, and nothing written.
+func TestPrepareRefuses(t *testing.T) {
+	tests := []struct {
+		name   string
+		break_ func(etc string) error
+		mcs    bool
+		want   string
+	}{
+		{"fifo", func(etc string) error {
+			if err := os.MkdirAll(filepath.Join(etc, "mcbake"), 0o755); err != nil {
+				return err
+			}
+			return unix.Mkfifo(filepath.Join(etc, "mcbake", "kubelet.conf"), 0o644)
+		}, true, "/etc/mcbake/kubelet.conf (99-worker-prepare spec.config.storage.files[0]): the staged deployment has something that is not a file, directory or symlink there"},
+		{"symlink", func(etc string) error {
+			if err := os.MkdirAll(filepath.Join(etc, "mcbake"), 0o755); err != nil {
+				return err
+			}
+			return os.Symlink("/etc/shadow", filepath.Join(etc, "mcbake", "kubelet.conf"))
+		}, true, "the staged deployment has a symlink there, where the MachineConfig owns a file"},
+		{"no MachineConfig", func(string) error { return nil }, false, "no MachineConfig given"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st, mcs, _ := setup(t)
+			s, booted, staged := deployments(t, st)
+			if err := tt.break_(filepath.Join(staged.Dir, "etc")); err != nil {
+				t.Fatal(err)
+			}
+			before := roottest.Tree(t, staged.Dir)
+			o := node.PrepareOptions{}
+			if tt.mcs {
+				o.MachineConfigs = mcs
+			}
+			_, err := node.Prepare(s, booted, staged, o)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Prepare = %v, want %q", err, tt.want)
+			}
+			if diff := cmp.Diff(before, roottest.Tree(t, staged.Dir)); diff != "" {
+				t.Errorf("a refused Prepare changed the staged deployment (-before +after):\n%s", diff)
+			}
+		})
+	}
+}

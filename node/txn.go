@@ -1,0 +1,328 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"sort"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mcbake/mcbake/manifest"
+	"github.com/mcbake/mcbake/render"
+)
+
+// State says whether a path of a transaction holds its old or its new
+// entry once the transaction is over.
+type State string
+
+// States.
+const (
+	StateNew State = "new"
+	StateOld State = "old"
+	// StateUnknown: the transaction failed and putting the old entry back
+	// failed too (the error says how).
+	StateUnknown State = "unknown"
+)
+
+// txnWrite is one path a transaction makes what entry says.
+type txnWrite struct {
+	path  string
+	entry render.Entry
+	// label is the SELinux context to give the path, "" for none.
+	label string
+
+	tmp      string // the new entry, prepared under a temporary name
+	backup   string // the old entry, kept under a temporary name
+	created  bool   // a directory the transaction made
+	restore  *manifest.Entry
+	commited bool
+	state    State
+}
+
+// txn writes several paths of a Root so that, whatever fails, each of them
+// ends either old or new and the caller knows which: it prepares every
+// new entry first (files and symlinks under temporary names in their
+// directories, missing directories made), then puts them in place one
+// rename each, keeping the old entries under temporary names; on a
+// failure it renames the old entries back. Only then are the old entries
+// deleted.
+type txn struct {
+	root   *Root
+	writes []*txnWrite
+	// failAt, when set, makes the commit of the write with that index
+	// fail (tests inject failures with it).
+	failAt func(i int) error
+}
+
+// add queues a write of e at p (e's type Absent removes p).
+func (t *txn) add(p string, e render.Entry, label string) {
+	t.writes = append(t.writes, &txnWrite{path: clean(p), entry: e, label: label, state: StateOld})
+}
+
+// run prepares and commits every write; on error every path is old again
+// (or unknown, when restoring failed). Directories come first, parents
+// before children, hard links last.
+func (t *txn) run() error {
+	sort.SliceStable(t.writes, func(i, j int) bool { return order(t.writes[i]) < order(t.writes[j]) })
+	err := t.prepare()
+	if err == nil {
+		err = t.commit()
+	}
+	if err != nil {
+		return errors.Join(err, t.rollback())
+	}
+	return t.finish()
+}
+
+// order sorts directories first (by path), then everything else, hard
+// links last.
+func order(w *txnWrite) string {
+	switch w.entry.Type {
+	case manifest.Directory:
+		return "0" + w.path
+	case manifest.Hardlink:
+		return "2" + w.path
+	}
+	return "1" + w.path
+}
+
+func (t *txn) prepare() error {
+	for _, w := range t.writes {
+		if err := t.prepareOne(w); err != nil {
+			return &os.PathError{Op: "prepare", Path: w.path, Err: err}
+		}
+	}
+	return nil
+}
+
+func (t *txn) prepareOne(w *txnWrite) error {
+	old, ok, err := t.root.Lstat(w.path)
+	if err != nil {
+		return err
+	}
+	e := w.entry
+	if ok && old.Type == manifest.Directory && e.Type != manifest.Directory && e.Type != manifest.Absent {
+		return errors.New("a directory is in the way")
+	}
+	return t.root.withDir(w.path, func(dfd int, name string) error {
+		switch e.Type {
+		case manifest.Directory:
+			return t.prepareDir(dfd, name, w, old, ok)
+		case manifest.File:
+			w.tmp = tempName(name)
+			return t.writeTemp(dfd, w)
+		case manifest.Symlink:
+			w.tmp = tempName(name)
+			if err := unix.Symlinkat(e.Target, dfd, w.tmp); err != nil {
+				return err
+			}
+			if err := unix.Fchownat(dfd, w.tmp, e.UID, e.GID, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				return err
+			}
+			return setLabel(dfd, w.tmp, w.label)
+		case manifest.Hardlink:
+			w.tmp = tempName(name)
+			return t.linkTemp(dfd, w)
+		case manifest.Absent:
+			return nil
+		}
+		return fmt.Errorf("unknown entry type %q", e.Type)
+	})
+}
+
+// prepareDir makes a missing directory, or remembers an existing one's
+// metadata to change at commit.
+func (t *txn) prepareDir(dfd int, name string, w *txnWrite, old manifest.Entry, exists bool) error {
+	e := w.entry
+	if exists {
+		if old.Type != manifest.Directory {
+			return fmt.Errorf("a %s is in the way", old.Type)
+		}
+		w.restore = &old
+		return nil
+	}
+	if err := unix.Mkdirat(dfd, name, 0o700); err != nil {
+		return err
+	}
+	w.created, w.state = true, StateNew
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Fchown(fd, e.UID, e.GID); err != nil {
+		return err
+	}
+	if err := unix.Fchmod(fd, uint32(e.Mode)&0o7777); err != nil {
+		return err
+	}
+	return setLabelFD(fd, w.label)
+}
+
+// writeTemp writes a file's new content under its temporary name.
+func (t *txn) writeTemp(dfd int, w *txnWrite) (err error) {
+	e := w.entry
+	fd, err := unix.Openat(dfd, w.tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(fd), w.tmp)
+	defer func() { err = errors.Join(err, f.Close()) }()
+	if err := writeAll(f, e.Content, uint32(e.Mode), e.UID, e.GID); err != nil {
+		return err
+	}
+	return setLabelFD(fd, w.label)
+}
+
+// linkTemp makes a hard link to the link's target under its temporary
+// name; a target written by this transaction is linked in its prepared
+// form, so both end as one inode.
+func (t *txn) linkTemp(dfd int, w *txnWrite) error {
+	target := clean(w.entry.Target)
+	for _, o := range t.writes {
+		if o.path == target && o.tmp != "" {
+			target = path.Join(path.Dir(target), o.tmp)
+		}
+	}
+	tdir, tname, err := split(target)
+	if err != nil {
+		return err
+	}
+	tfd, err := t.root.openDir(tdir)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(tfd)
+	return unix.Linkat(tfd, tname, dfd, w.tmp, 0)
+}
+
+func (t *txn) commit() error {
+	for i, w := range t.writes {
+		if t.failAt != nil {
+			if err := t.failAt(i); err != nil {
+				return err
+			}
+		}
+		if err := t.root.withDir(w.path, func(dfd int, name string) error { return t.commitOne(dfd, name, w) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// commitOne puts w's new entry in place, keeping the old one.
+func (t *txn) commitOne(dfd int, name string, w *txnWrite) error {
+	if w.entry.Type == manifest.Directory {
+		if w.restore == nil {
+			return nil // made by prepare
+		}
+		w.commited, w.state = true, StateNew
+		return setDirMeta(dfd, name, w.entry.Entry, w.label)
+	}
+	var st unix.Stat_t
+	exists := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
+	if exists {
+		w.backup = backupName(name)
+		// A hard link keeps the old entry (a symlink, not its target)
+		// while the rename replaces the name in one step.
+		if err := unix.Linkat(dfd, name, dfd, w.backup, 0); err != nil {
+			return err
+		}
+	}
+	w.commited = true
+	if w.entry.Type == manifest.Absent {
+		if exists {
+			if err := unix.Unlinkat(dfd, name, 0); err != nil {
+				return err
+			}
+		}
+		w.state = StateNew
+		return nil
+	}
+	if err := unix.Renameat(dfd, w.tmp, dfd, name); err != nil {
+		return err
+	}
+	w.tmp, w.state = "", StateNew
+	return nil
+}
+
+// setDirMeta gives the existing directory name e's mode, owners and label.
+func setDirMeta(dfd int, name string, e manifest.Entry, label string) error {
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Fchown(fd, e.UID, e.GID); err != nil {
+		return err
+	}
+	if err := unix.Fchmod(fd, uint32(e.Mode)&0o7777); err != nil {
+		return err
+	}
+	return setLabelFD(fd, label)
+}
+
+// rollback puts every committed path back as it was, removes prepared
+// temporary entries and the directories the transaction made.
+func (t *txn) rollback() error {
+	var errs []error
+	for i := len(t.writes) - 1; i >= 0; i-- {
+		w := t.writes[i]
+		err := t.root.withDir(w.path, func(dfd int, name string) error { return t.undo(dfd, name, w) })
+		if err != nil {
+			w.state = StateUnknown
+			errs = append(errs, fmt.Errorf("restoring %s: %w", w.path, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (t *txn) undo(dfd int, name string, w *txnWrite) error {
+	if w.tmp != "" {
+		_ = unix.Unlinkat(dfd, w.tmp, 0)
+		w.tmp = ""
+	}
+	switch {
+	case w.entry.Type == manifest.Directory && w.created:
+		if err := unix.Unlinkat(dfd, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+			return err
+		}
+	case w.entry.Type == manifest.Directory && w.commited:
+		if err := setDirMeta(dfd, name, *w.restore, ""); err != nil {
+			return err
+		}
+	case w.commited && w.backup != "":
+		if err := unix.Renameat(dfd, w.backup, dfd, name); err != nil {
+			return err
+		}
+		w.backup = ""
+	case w.commited:
+		if err := unix.Unlinkat(dfd, name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+			return err
+		}
+	}
+	w.state = StateOld
+	return nil
+}
+
+// finish deletes the old entries kept during the commit and syncs every
+// directory written.
+func (t *txn) finish() error {
+	var errs []error
+	for _, w := range t.writes {
+		err := t.root.withDir(w.path, func(dfd int, name string) error {
+			if w.backup == "" {
+				return nil
+			}
+			err := unix.Unlinkat(dfd, w.backup, 0)
+			w.backup = ""
+			return err
+		})
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func backupName(name string) string { return tempName(name + ".old") }
