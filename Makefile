@@ -13,12 +13,16 @@ FUZZTIME  ?= 10000x
 FUZZMIN   ?= 200x
 DEMO      := _demo
 
-.PHONY: all build test unit fuzz demo bench image clean update-golden vet
+.PHONY: all build node test unit fuzz demo bench image clean update-golden vet
 
 all: build
 
 build:
 	$(GO) build $(GOFLAGS_B) -ldflags "$(LDFLAGS)" -o bin/mcbake ./cmd/mcbake
+
+# node: the static node binary (no cgo, no build tags), for every RHCOS.
+node:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/mcbake-node ./cmd/mcbake-node
 
 vet:
 	$(GO) vet -tags "$(TAGS)" ./...

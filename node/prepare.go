@@ -66,6 +66,12 @@ type Change struct {
 	Reason string     `json:"reason,omitempty"`
 	// Label is the SELinux context written with the path.
 	Label string `json:"label,omitempty"`
+	// ConfigDir is set on the directory of the config the
+	// machine-config-daemon stores: finalization makes it from the node's
+	// copy once the daemon stored the config there, so CI's prediction
+	// keeps it; it is written only because the staged /etc lacks it as
+	// the parent of other writes.
+	ConfigDir bool `json:"configDir,omitempty"`
 	// State says whether the path holds its old or new entry.
 	State  State           `json:"state,omitempty"`
 	Source manifest.Source `json:"source"`
@@ -231,10 +237,36 @@ func planPrepare(s *Sysroot, booted, staged *Deployment, mcs []*machineconfig.Ma
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	p.writes = dropUnneededConfigDir(p.writes, rec)
 	if p.mcs, err = mcList(mcs); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// dropUnneededConfigDir keeps the write of the config directory only when
+// another write lies below it: finalization makes the directory from the
+// node's copy once the daemon stored its config there.
+func dropUnneededConfigDir(writes []pendingWrite, rec *Record) []pendingWrite {
+	dir := path.Dir(render.CurrentConfig)
+	needed := false
+	for _, w := range writes {
+		if strings.HasPrefix(w.entry.Where(), dir+"/") {
+			needed = true
+		}
+	}
+	if needed {
+		return writes
+	}
+	out := writes[:0]
+	for _, w := range writes {
+		if c := &rec.Changes[w.change]; c.ConfigDir {
+			c.Op, c.Reason = OpSkipped, "finalization makes it from the node's copy, where the machine-config-daemon stores its config"
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
 }
 
 // changeFor computes the Change of one rendered entry, and whether it is
@@ -265,6 +297,7 @@ func changeFor(e render.Entry, booted, staged *render.Dir) (Change, bool, error)
 	if err := writable(e, st); err != nil {
 		return c, false, err
 	}
+	c.ConfigDir = e.Path == path.Dir(render.CurrentConfig)
 	c.Node = nodeChange(def, live)
 	after := finalized(c.Node, live, st)
 	c.Kinds = kinds(e.Entry, after.e, after.ok)
@@ -283,7 +316,7 @@ func changeFor(e render.Entry, booted, staged *render.Dir) (Change, bool, error)
 // deployment, "" when it may be.
 func skipReason(e render.Entry) string {
 	switch {
-	case e.Path == render.CurrentConfig || e.Path == path.Dir(render.CurrentConfig):
+	case e.Path == render.CurrentConfig:
 		return "the machine-config-daemon stores the config it runs there"
 	case render.CertificateWriterManages(e.Path) || render.CertificateWriterManages(e.Where()):
 		return "the machine-config-daemon's certificate writer manages it on the node"

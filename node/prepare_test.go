@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/opencontainers/go-digest"
 	"golang.org/x/sys/unix"
 
 	"github.com/mcbake/mcbake/internal/ostreetest"
@@ -217,15 +218,19 @@ func TestPrepare(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	rep, err := revert.Diff(m, revert.ImageRef{}, revert.ImageRef{}, b)
+	rep, err := revert.Diff(m, revert.ImageRef{Digest: digest.FromString("L")}, revert.ImageRef{Digest: digest.FromString("B")}, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := revert.NewPlan(rep)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var predicted []string
-	for _, e := range rep.Entries {
+	for _, pe := range plan.Rewrite {
 		// The node changed modified.conf, which CI cannot know.
-		if e.Clobbered && e.Zone == revert.ZoneEtc && e.Path != "/etc/mcbake/modified.conf" {
-			predicted = append(predicted, e.Path)
+		if pe.Path != "/etc/mcbake/modified.conf" {
+			predicted = append(predicted, pe.Path)
 		}
 	}
 	sort.Strings(predicted)
@@ -264,7 +269,7 @@ func TestPrepare(t *testing.T) {
 		t.Errorf("Prepare wrote (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(predicted, paths(rec.Written())); diff != "" {
-		t.Errorf("Prepare's writes and revert.Diff's clobbers (but the file the node changed) differ (-diff +prepare):\n%s", diff)
+		t.Errorf("Prepare's writes and revert.Diff's clobbers (but the file the node changed) differ (-plan +prepare):\n%s", diff)
 	}
 	for _, c := range rec.Written() {
 		if c.State != node.StateNew {
@@ -491,5 +496,134 @@ func TestPrepareRefuses(t *testing.T) {
 				t.Errorf("a refused Prepare changed the staged deployment (-before +after):\n%s", diff)
 			}
 		})
+	}
+}
+
+// unstage removes the bootloader entry of the staged deployment, which
+// ostreetest.Stage deploys unstaged: a staged deployment has none until it
+// is finalized.
+func unstage(t *testing.T, st ostreetest.Staged) {
+	t.Helper()
+	entries, err := filepath.Glob(filepath.Join(st.Sysroot, "boot", "loader", "entries", "*.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	removed := 0
+	for _, e := range entries {
+		b, err := os.ReadFile(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range strings.Fields(string(b)) {
+			link, ok := strings.CutPrefix(f, "ostree=")
+			if !ok {
+				continue
+			}
+			target, err := filepath.EvalSymlinks(filepath.Join(st.Sysroot, link))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want, _ := filepath.EvalSymlinks(st.Staged); target == want {
+				if err := os.Remove(e); err != nil {
+					t.Fatal(err)
+				}
+				removed++
+			}
+		}
+	}
+	if removed != 1 {
+		t.Fatalf("removed %d bootloader entries of %s, want 1", removed, st.Staged)
+	}
+}
+
+// TestSysrootDeployments: the booted deployment is the default bootloader
+// entry's on a sysroot that is not running, the staged one the deployment
+// no entry names; and the refusals.
+func TestSysrootDeployments(t *testing.T) {
+	st, mcs, _ := setup(t)
+	s, err := node.OpenSysroot(st.Sysroot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Deployed, not staged: the base is the default entry, nothing staged.
+	booted, err := s.Booted()
+	if err != nil || booted.Dir != st.Staged {
+		t.Fatalf("Booted() = %+v, %v; want the newest deployment %s", booted, err, st.Staged)
+	}
+	if _, err := s.Staged(booted); !errors.Is(err, node.ErrNothingStaged) {
+		t.Errorf("Staged() with both deployments in the bootloader = %v, want ErrNothingStaged", err)
+	}
+
+	unstage(t, st)
+	booted, err = s.Booted()
+	if err != nil || booted.Dir != st.Booted {
+		t.Fatalf("Booted() = %+v, %v; want %s", booted, err, st.Booted)
+	}
+	staged, err := s.Staged(booted)
+	if err != nil || staged.Dir != st.Staged {
+		t.Fatalf("Staged() = %+v, %v; want %s", staged, err, st.Staged)
+	}
+	rec, err := node.PrepareRevert(node.PrepareOptions{Sysroot: st.Sysroot, MachineConfigs: mcs, DryRun: true})
+	if err != nil || rec.Staged.Dir != st.Staged || len(rec.Written()) == 0 {
+		t.Fatalf("PrepareRevert(dry run) = %+v, %v; want writes for %s", rec, err, st.Staged)
+	}
+
+	// A second candidate.
+	other := filepath.Join(filepath.Dir(st.Staged), strings.Repeat("a", 64)+".0")
+	if err := os.Mkdir(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Staged(booted); !errors.Is(err, node.ErrSeveralStaged) {
+		t.Errorf("Staged() with two candidates = %v, want ErrSeveralStaged", err)
+	}
+	// The only candidate is of the booted commit.
+	for _, d := range []string{other, st.Staged} {
+		if err := os.RemoveAll(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(filepath.Dir(st.Staged), booted.Checksum+".1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Staged(booted); !errors.Is(err, node.ErrStagedIsBooted) {
+		t.Errorf("Staged() of the booted commit = %v, want ErrStagedIsBooted", err)
+	}
+	if _, err := node.OpenSysroot(t.TempDir()); err == nil {
+		t.Error("OpenSysroot(an empty directory) = nil error")
+	}
+}
+
+// TestPreparePlanMismatch: a plan that lists another path than the node
+// computes, or whose images the node cannot identify, is refused and
+// nothing is written.
+func TestPreparePlanMismatch(t *testing.T) {
+	st, mcs, _ := setup(t)
+	s, booted, staged := deployments(t, st)
+	dry, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := &revert.Plan{SchemaVersion: revert.PlanSchemaVersion, Image: revert.ImageRef{Digest: digest.FromString("L")}, Base: revert.ImageRef{Digest: digest.FromString("B")}}
+	for _, c := range dry.Written()[1:] {
+		plan.Rewrite = append(plan.Rewrite, revert.PlanEntry{Path: c.Path, Type: manifest.Directory, Mode: 0o755})
+	}
+	plan.Rewrite = append(plan.Rewrite, revert.PlanEntry{Path: "/etc/not-owned", Type: manifest.Directory, Mode: 0o755})
+	before := roottest.Tree(t, staged.Dir)
+	_, err = node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, Plan: plan})
+	var pm *node.PlanMismatchError
+	if !errors.As(err, &pm) {
+		t.Fatalf("Prepare with a mismatched plan = %v, want a PlanMismatchError", err)
+	}
+	for _, want := range []string{
+		"cannot tell which image the booted deployment",
+		"/etc/not-owned: the plan rewrites it, the node computes nothing to write there",
+		dry.Written()[0].Path + ": the node computes a write the plan does not list",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Prepare with a mismatched plan = %v, want it to say %q", err, want)
+		}
+	}
+	if diff := cmp.Diff(before, roottest.Tree(t, staged.Dir)); diff != "" {
+		t.Errorf("a refused plan changed the staged deployment (-before +after):\n%s", diff)
 	}
 }

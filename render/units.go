@@ -103,6 +103,11 @@ func FindUnitFile(root Root, units []machineconfig.Unit, name string) (contents 
 		}
 		for _, dir := range unitSearchPath {
 			p := path.Join(dir, n)
+			if e, ok, err := root.Lstat(p); err != nil {
+				return nil, p, false, err
+			} else if ok && e.Type == manifest.Symlink && e.Target == "/dev/null" {
+				continue // a mask: no unit file here
+			}
 			b, err := root.ReadFile(p)
 			switch {
 			case err == nil:

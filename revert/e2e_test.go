@@ -228,9 +228,58 @@ func TestRevertEndToEnd(t *testing.T) {
 					diff, onNode, predicted)
 			}
 			e2eRewrite(t, newRoot, rep, tt.l, stored)
+			e2ePrepare(t, rep, tt.l, tt.b, stored)
 			t.Logf("%s: %d owned paths, %d clobbered by ostree and predicted; revert, diff and rewrite in %v",
 				tt.name, len(rep.Entries), len(predicted), time.Since(caseStart).Round(time.Millisecond))
 		})
+	}
+}
+
+// e2ePrepare stages the base on a node that runs L, whose /etc the MCD
+// wrote, and checks that node.Prepare writes exactly the paths the plan
+// made from CI's prediction lists (the agreement of the node's local
+// computation with mcbake diff).
+func e2ePrepare(t *testing.T, rep *revert.Report, l *e2eImage, b *e2eBase, stored []byte) {
+	t.Helper()
+	st := ostreetest.Stage(t, l.root, b.root, mcdWrite(l.rendered, stored))
+	s, err := node.OpenSysroot(st.Sysroot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := s.Deployments()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var booted, staged *node.Deployment
+	for i := range ds {
+		switch ds[i].Dir {
+		case st.Booted:
+			booted = &ds[i]
+		case st.Staged:
+			staged = &ds[i]
+		}
+	}
+	rec, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: l.mcs})
+	if err != nil {
+		t.Fatalf("node.Prepare: %v", err)
+	}
+	plan, err := revert.NewPlan(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var planned, written []string
+	for _, pe := range plan.Rewrite {
+		planned = append(planned, pe.Path)
+	}
+	for _, c := range rec.Written() {
+		if !c.ConfigDir {
+			written = append(written, c.Path)
+		}
+	}
+	sort.Strings(planned)
+	sort.Strings(written)
+	if diff := cmp.Diff(planned, written, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("node.Prepare's writes and the plan from CI's prediction differ (-plan +prepare):\n%s", diff)
 	}
 }
 
@@ -542,9 +591,16 @@ func e2eRewrite(t *testing.T, newRoot string, rep *revert.Report, l *e2eImage, s
 	for _, pe := range plan.Lost {
 		lost = append(lost, pe.MachineConfigPath())
 	}
+	// The certificate writer's files are the node's to rewrite, never a
+	// plan's.
+	for _, e := range rep.Entries {
+		if e.Managed && e.Clobbered {
+			lost = append(lost, e.Want.Path)
+		}
+	}
 	sort.Strings(lost)
 	if diff := cmp.Diff(lost, clobberedOnNode(t, newRoot, wantOnNode(l.result.Manifest, stored)), cmpopts.EquateEmpty()); diff != "" {
-		t.Errorf("owned paths still different after Rewrite, want only the lost ones (-lost +got):\n%s", diff)
+		t.Errorf("owned paths still different after Rewrite, want only the lost and the managed ones (-lost +got):\n%s", diff)
 	}
 	again, err := node.Rewrite(root, plan, l.mcs, false)
 	if err != nil {

@@ -22,7 +22,8 @@ type Plan struct {
 	SchemaVersion int      `json:"schemaVersion"`
 	Image         ImageRef `json:"image"`
 	Base          ImageRef `json:"base"`
-	// Rewrite lists the clobbered /etc paths, parents before children.
+	// Rewrite lists the clobbered /etc paths, parents before children,
+	// but those the certificate writer manages (Entry.Managed).
 	Rewrite []PlanEntry `json:"rewrite"`
 	// Lost lists clobbered paths outside /etc and /var: the base's
 	// version wins and a node cannot rewrite them.
@@ -62,7 +63,7 @@ func NewPlan(r *Report) (*Plan, error) {
 	}
 	p := &Plan{SchemaVersion: PlanSchemaVersion, Image: r.Image, Base: r.Base, Rewrite: []PlanEntry{}}
 	for _, e := range r.Entries {
-		if !e.Clobbered {
+		if !e.Clobbered || e.Managed {
 			continue
 		}
 		pe := PlanEntry{Path: e.Path, RequestedPath: e.RequestedPath, Outcome: e.Outcome, Type: e.Want.Type,

@@ -61,11 +61,6 @@ const (
 	Untouched Outcome = "untouched"
 	// Dropped: never deployed at all.
 	Dropped Outcome = "dropped"
-	// Managed: the machine-config-daemon's certificate writer keeps the
-	// file up to date on the node (rotated CAs, the pull secret); it is
-	// never rolled back to a MachineConfig's content, whatever a revert
-	// does to it.
-	Managed Outcome = "managed"
 )
 
 // Clobbers reports whether the outcome leaves the path different from
@@ -113,6 +108,12 @@ type Entry struct {
 	Outcome       Outcome         `json:"outcome"`
 	Reason        string          `json:"reason"`
 	Source        manifest.Source `json:"source"`
+	// Managed is set for the files the machine-config-daemon's
+	// certificate writer keeps up to date on the node (rotated CAs, the
+	// pull secret): whatever a revert does to them, the daemon writes
+	// them again, and nothing rolls them back to the MachineConfig's
+	// content, so a plan never rewrites them.
+	Managed bool `json:"managed,omitempty"`
 	// Want is the owned entry as the MachineConfig defines it.
 	Want manifest.Entry `json:"-"`
 }
@@ -159,10 +160,8 @@ func classify(me manifest.Entry, base render.Root) (Entry, error) {
 			e.Outcome, e.Reason = Kept, reason
 		}
 	}
-	if render.CertificateWriterManages(me.Path) || render.CertificateWriterManages(rp) {
-		e.Outcome, e.Reason = Managed, "the machine-config-daemon's certificate writer manages it on the node: never rolled back to the MachineConfig's content"
-	}
 	e.Clobbered = e.Outcome.Clobbers()
+	e.Managed = render.CertificateWriterManages(me.Path) || render.CertificateWriterManages(rp)
 	return e, nil
 }
 

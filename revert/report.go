@@ -73,7 +73,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 }
 
 // outcomeOrder is the order outcome groups are printed in: clobbers first.
-var outcomeOrder = []Outcome{Removed, Reverted, Restored, Lost, Kept, Managed, Untouched, Dropped}
+var outcomeOrder = []Outcome{Removed, Reverted, Restored, Lost, Kept, Untouched, Dropped}
 
 // WriteText writes a table grouped by outcome, clobbers first; color adds
 // ANSI colours (only for terminals).
@@ -109,7 +109,7 @@ func (r *Report) WriteText(w io.Writer, color bool) error {
 		}
 		fmt.Fprintln(tw, head)
 		for _, e := range group {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", e.Path, e.Type, e.Zone, baseText(e), e.Source.MachineConfig+" "+e.Source.Field)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s%s\n", e.Path, e.Type, e.Zone, baseText(e), e.Source.MachineConfig+" "+e.Source.Field, managedText(e))
 		}
 		fmt.Fprintln(tw)
 	}
@@ -135,4 +135,11 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+func managedText(e Entry) string {
+	if e.Managed {
+		return "\t(the certificate writer manages it: never rewritten)"
+	}
+	return ""
 }

@@ -1,6 +1,7 @@
 // Package templates holds the text templates mcbake renders for other
 // tools, embedded in the binary: the Containerfile that the buildah engine
-// builds and that `mcbake build --render-only` hands to external builders.
+// builds and that `mcbake build --render-only` hands to external builders,
+// and (NodeUnits) the systemd units of the node flow.
 // Every *.tmpl file of this directory is a template, named by its file
 // name; Execute renders one with text/template. Data is prepared (and
 // quoted) by the caller: the templates only lay it out.
@@ -23,6 +24,14 @@ const (
 
 //go:embed *.tmpl
 var files embed.FS
+
+// NodeUnits holds the node flow's systemd units (node/*.service), to be
+// installed in /etc/systemd/system and enabled (docs/node.md):
+// mcbake-revert-finalized.service, the shutdown safety net, and
+// mcbake-revert-check.service, the first-boot check.
+//
+//go:embed node/*.service
+var NodeUnits embed.FS
 
 var parsed = template.Must(template.New("").Option("missingkey=error").ParseFS(files, "*.tmpl"))
 

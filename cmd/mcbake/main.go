@@ -4,23 +4,21 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/mcbake/mcbake/build/buildah"
+	"github.com/mcbake/mcbake/cmd/internal/cli"
 	"github.com/mcbake/mcbake/image"
 )
 
 // Exit codes.
 const (
-	exitOK       = 0
-	exitFindings = 1 // a check ran and found problems
-	exitInput    = 2 // usage, input or I/O error
+	exitOK       = cli.ExitOK
+	exitFindings = cli.ExitFindings
+	exitInput    = cli.ExitInput
 )
 
 func main() {
@@ -41,37 +39,5 @@ func run() int {
 // execute runs the command line args and returns the exit code; errors
 // go to stderr, one line each, prefixed with "mcbake: ".
 func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	cmd := newRootCommand()
-	cmd.SetArgs(args)
-	cmd.SetIn(stdin)
-	cmd.SetOut(stdout)
-	cmd.SetErr(stderr)
-	err := cmd.ExecuteContext(ctx)
-	if err == nil {
-		return exitOK
-	}
-	code := exitInput
-	var ec *exitCodeError
-	if errors.As(err, &ec) {
-		code, err = ec.code, ec.err
-	}
-	if err != nil {
-		for _, line := range strings.Split(err.Error(), "\n") {
-			fmt.Fprintln(stderr, "mcbake:", line)
-		}
-	}
-	return code
-}
-
-// exitCodeError carries a specific exit code out of a command.
-type exitCodeError struct {
-	code int
-	err  error
-}
-
-func (e *exitCodeError) Error() string {
-	if e.err == nil {
-		return fmt.Sprintf("exit status %d", e.code)
-	}
-	return e.err.Error()
+	return cli.Execute(ctx, newRootCommand(), args, stdin, stdout, stderr)
 }

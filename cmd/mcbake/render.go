@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcbake/mcbake/cmd/internal/cli"
 	"github.com/mcbake/mcbake/render"
 )
 
@@ -49,7 +50,4 @@ parent symlinks are followed.`,
 	return cmd
 }
 
-func addMachineConfigFlag(cmd *cobra.Command, files *[]string) {
-	cmd.Flags().StringArrayVarP(files, "machineconfig", "f", nil, "MachineConfig file or directory (YAML or JSON; - for stdin); repeatable")
-	_ = cmd.MarkFlagRequired("machineconfig")
-}
+func addMachineConfigFlag(cmd *cobra.Command, files *[]string) { cli.AddMachineConfigFlag(cmd, files) }

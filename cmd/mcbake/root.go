@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/mcbake/mcbake/cmd/internal/cli"
+
 	"github.com/spf13/cobra"
 )
 
@@ -24,7 +26,7 @@ func newRootCommand() *cobra.Command {
 		},
 	}
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn or error (logs go to stderr)")
-	root.AddCommand(newVersionCommand(), newRenderCommand(), newBuildCommand(), newManifestCommand(), newDiffCommand(), newPlanCommand(), newRewriteCommand(), newOnDiskCommand(), newVerifyCommand())
+	root.AddCommand(newVersionCommand(), newRenderCommand(), newBuildCommand(), newManifestCommand(), newDiffCommand(), newPlanCommand(), cli.RewriteCommand(), cli.OnDiskCommand(), cli.NodeCommand(), newVerifyCommand())
 	return root
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcbake/mcbake/cmd/internal/cli"
 	"github.com/mcbake/mcbake/internal/progress"
 	"github.com/mcbake/mcbake/verify"
 )
@@ -70,7 +71,7 @@ unreadable file, invalid image).`,
 				return err
 			}
 			if r.Failed {
-				return &exitCodeError{code: exitFindings}
+				return cli.Findings()
 			}
 			return nil
 		},

@@ -15,6 +15,7 @@ require (
 	github.com/coreos/ignition/v2 v2.24.0 // indirect
 	github.com/coreos/vcontext v0.0.0-20230201181013-d72178a18687 // indirect
 	github.com/cyphar/filepath-securejoin v0.4.1 // indirect
+	github.com/google/renameio/v2 v2.0.2 // indirect
 	github.com/klauspost/compress v1.20.4 // indirect
 	github.com/vincent-petithory/dataurl v1.0.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.2 // indirect

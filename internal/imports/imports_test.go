@@ -18,7 +18,7 @@ const module = "github.com/mcbake/mcbake/"
 
 // pure are the packages that must build with CGO_ENABLED=0, no build tags,
 // and nothing from containers/* in their dependencies.
-var pure = []string{"machineconfig", "manifest", "render", "revert", "node"}
+var pure = []string{"machineconfig", "manifest", "render", "revert", "node", "cmd/mcbake-node"}
 
 // containers are the module paths of the containers libraries, under both
 // their old and their new names.

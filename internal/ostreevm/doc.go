@@ -54,7 +54,7 @@
 // (console-N.log in Machine.Dir). A guest reboot makes qemu exit; Run then
 // reads the entries again, so the deployment finalized at shutdown boots
 // next. /dev/kvm is never used: nested KVM hangs on these machines
-// (DESIGN.md §8). A boot that exceeds Options.BootTimeout, or whose
+// (docs/node.md, "Testing"). A boot that exceeds Options.BootTimeout, or whose
 // context ends, has its qemu killed by PID; qemu also dies with the test
 // binary (Pdeathsig), and a cleanup kills any qemu left.
 //
@@ -111,7 +111,7 @@
 //     against 18.9 s with -smp 2).
 //   - The revert (boot L, stage B, reboot with finalization, boot B):
 //     19.7–21.7 s and 14.2–15.9 s, 37–40 s for Run including the disk.
-//     A busy machine can take several times longer (DESIGN.md §8 saw 3
+//     A busy machine can take several times longer (others saw 3
 //     minutes); the default BootTimeout is 5 minutes per boot.
 //
 // # Differences from a node

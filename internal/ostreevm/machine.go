@@ -161,6 +161,14 @@ var droppedDirs = []string{"run", "tmp", "proc", "sys", "dev"}
 // hold a kernel: usr/lib/modules/KVER/vmlinuz and initramfs.img, as
 // BaseRootfs has. Commit fails once the disk is built.
 func (m *Machine) Commit(rootfs, ref string) (string, error) {
+	return m.CommitWithMetadata(rootfs, ref, nil)
+}
+
+// CommitWithMetadata is Commit with string metadata on the commit, such
+// as the keys ostree-ext records when it imports a container image
+// (ostree.manifest-digest, ostree.manifest,
+// ostree.container.image-config).
+func (m *Machine) CommitWithMetadata(rootfs, ref string, meta map[string]string) (string, error) {
 	if m.disk != "" {
 		return "", errDiskBuilt
 	}
@@ -185,8 +193,16 @@ func (m *Machine) Commit(rootfs, ref string) (string, error) {
 	if err := checkKernel(stage); err != nil {
 		return "", err
 	}
-	out, err := run(ctx, ostreeEnv, "ostree", "commit", "--repo="+m.repo(), "--branch="+ref,
-		"--tree=dir="+stage, "--no-xattrs", "--subject="+ref)
+	args := []string{"commit", "--repo=" + m.repo(), "--branch=" + ref, "--tree=dir=" + stage, "--no-xattrs", "--subject=" + ref}
+	keys := make([]string, 0, len(meta))
+	for k := range meta {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		args = append(args, "--add-metadata-string="+k+"="+meta[k])
+	}
+	out, err := run(ctx, ostreeEnv, "ostree", args...)
 	if err != nil {
 		return "", err
 	}

@@ -176,6 +176,7 @@ func logSteps(t *testing.T, res []BootResult) {
 // B is still the default, and a file written into /var after the disk was
 // built reaches the guest.
 func TestRevertBoots(t *testing.T) {
+	selfTest(t)
 	m, bSum := revertScenario(t, false)
 	if err := m.WriteVar("lib/vmtest/later.txt", []byte("written between runs\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -197,7 +198,20 @@ test "$VMTEST_BOOT" = 3
 
 // TestReadOnlySysroot runs the revert with sysroot.readonly=true; each
 // step checks that /sysroot is mounted read-only.
-func TestReadOnlySysroot(t *testing.T) { revertScenario(t, true) }
+func TestReadOnlySysroot(t *testing.T) {
+	selfTest(t)
+	revertScenario(t, true)
+}
+
+// selfTest skips the harness's own revert boots unless MCBAKE_VM_SELFTEST
+// is set: e2e/vm_test.go boots the same flows (a revert with a staged
+// deployment and finalization, a read-only sysroot) for mcbake's own
+// scenarios, and the VM part of make test has a budget of 5 minutes.
+func selfTest(t *testing.T) {
+	if os.Getenv("MCBAKE_VM_SELFTEST") == "" {
+		t.Skip("harness self-test: set MCBAKE_VM_SELFTEST=1 to run it (e2e/vm_test.go boots the same flows)")
+	}
+}
 
 // TestBootTimeout kills a boot that overruns Options.BootTimeout and
 // leaves no qemu behind.

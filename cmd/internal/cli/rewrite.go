@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -32,7 +32,8 @@ func openNode(cmd *cobra.Command, files []string, dir string) (*nodeInputs, erro
 	return &nodeInputs{mcs: mcs, root: root}, nil
 }
 
-func newRewriteCommand() *cobra.Command {
+// RewriteCommand is `rewrite`: a revert plan applied to a node root.
+func RewriteCommand() *cobra.Command {
 	var files []string
 	var planFile, dir string
 	var dryRun bool
@@ -63,7 +64,7 @@ RESOLVE_IN_ROOT). A second run writes nothing.`,
 			return nil
 		},
 	}
-	addMachineConfigFlag(cmd, &files)
+	AddMachineConfigFlag(cmd, &files)
 	cmd.Flags().StringVar(&planFile, "plan", "", "revert plan (from mcbake plan)")
 	cmd.Flags().StringVar(&dir, "root", "", "the node's root directory")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say what would be written, write nothing")
@@ -98,7 +99,8 @@ func printActions(cmd *cobra.Command, acts []node.Action, dryRun bool) {
 	}
 }
 
-func newOnDiskCommand() *cobra.Command {
+// OnDiskCommand is `ondisk`: a root validated against MachineConfigs.
+func OnDiskCommand() *cobra.Command {
 	var files []string
 	var dir, format string
 	cmd := &cobra.Command{
@@ -128,12 +130,12 @@ every mismatch listed.`,
 				err = rep.WriteText(cmd.OutOrStdout())
 			}
 			if err == nil && len(rep.Mismatches) > 0 {
-				return &exitCodeError{code: exitFindings}
+				return Findings()
 			}
 			return err
 		},
 	}
-	addMachineConfigFlag(cmd, &files)
+	AddMachineConfigFlag(cmd, &files)
 	cmd.Flags().StringVar(&dir, "root", "", "the node's root directory")
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
 	_ = cmd.MarkFlagRequired("root")

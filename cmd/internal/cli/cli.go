@@ -1,0 +1,68 @@
+// Package cli is what mcbake's commands share: exit codes, running a
+// cobra root command with one error line per problem, and the node
+// commands, which both the mcbake and the static mcbake-node binary have.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes.
+const (
+	ExitOK       = 0
+	ExitFindings = 1 // a check ran and found problems
+	ExitInput    = 2 // usage, input or I/O error
+)
+
+// ExitError carries a specific exit code out of a command; Err, when set,
+// is printed.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit status %d", e.Code)
+	}
+	return e.Err.Error()
+}
+
+// Findings is the error of a command whose check found problems (exit 1).
+func Findings() error { return &ExitError{Code: ExitFindings} }
+
+// Execute runs cmd with args and returns the exit code; errors go to
+// stderr, one line each, prefixed with the command's name.
+func Execute(ctx context.Context, cmd *cobra.Command, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	cmd.SetArgs(args)
+	cmd.SetIn(stdin)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	err := cmd.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	code := ExitInput
+	var ec *ExitError
+	if errors.As(err, &ec) {
+		code, err = ec.Code, ec.Err
+	}
+	if err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintln(stderr, cmd.Name()+":", line)
+		}
+	}
+	return code
+}
+
+// AddMachineConfigFlag adds the required, repeatable -f/--machineconfig.
+func AddMachineConfigFlag(cmd *cobra.Command, files *[]string) {
+	cmd.Flags().StringArrayVarP(files, "machineconfig", "f", nil, "MachineConfig file or directory (YAML or JSON; - for stdin); repeatable")
+	_ = cmd.MarkFlagRequired("machineconfig")
+}
