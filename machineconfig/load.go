@@ -134,19 +134,33 @@ func configFiles(dir string) ([]string, error) {
 	return files, nil
 }
 
-func readSource(name string, stdin io.Reader) (Input, error) {
+// MaxInput bounds one input file: MachineConfigs live in etcd, whose
+// objects are at most about 1.5 MiB.
+const MaxInput = 64 << 20
+
+func readSource(name string, stdin io.Reader) (_ Input, err error) {
+	in := Input{Name: name}
+	var r io.Reader = stdin
 	if name != Stdin {
-		b, err := os.ReadFile(name)
-		return Input{Name: name, Data: b}, err
+		f, err := os.Open(name)
+		if err != nil {
+			return Input{}, err
+		}
+		defer func() { err = errors.Join(err, f.Close()) }()
+		r = f // a pipe too: -f <(oc get mc -o yaml)
+	} else {
+		in.Name = "<stdin>"
+		if r == nil {
+			r = os.Stdin
+		}
 	}
-	if stdin == nil {
-		stdin = os.Stdin
+	if in.Data, err = io.ReadAll(io.LimitReader(r, MaxInput+1)); err != nil {
+		return Input{}, fmt.Errorf("reading %s: %w", in.Name, err)
 	}
-	b, err := io.ReadAll(stdin)
-	if err != nil {
-		return Input{}, fmt.Errorf("reading stdin: %w", err)
+	if len(in.Data) > MaxInput {
+		return Input{}, fmt.Errorf("%s: larger than %d MiB: no MachineConfig is that large", in.Name, MaxInput>>20)
 	}
-	return Input{Name: "<stdin>", Data: b}, nil
+	return in, nil
 }
 
 // Parse reads every MachineConfig in data, a YAML or JSON stream (single

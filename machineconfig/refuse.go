@@ -158,6 +158,14 @@ func (r *refusals) link(f string, l types.Link) {
 		return
 	}
 	target := *l.Target
+	switch {
+	case strings.ContainsRune(target, 0):
+		r.add(f+".target", "link target %q contains a NUL byte", target)
+		return
+	case len(target) > MaxPath:
+		r.add(f+".target", "link target is %d bytes, longer than PATH_MAX (%d)", len(target), MaxPath)
+		return
+	}
 	if l.Hard != nil && *l.Hard {
 		r.path(f+".target", target)
 		return
@@ -170,11 +178,11 @@ func (r *refusals) link(f string, l types.Link) {
 func (r *refusals) units(units []types.Unit) {
 	for i, u := range units {
 		f := fmt.Sprintf("spec.config.systemd.units[%s]", u.Name)
-		if strings.ContainsAny(u.Name, "/\x00") || u.Name == "." || u.Name == ".." {
+		if strings.ContainsAny(u.Name, "/\x00") || u.Name == "." || u.Name == ".." || len(u.Name) > MaxName {
 			r.add(fmt.Sprintf("spec.config.systemd.units[%d].name", i), "unit name %q is not a file name", u.Name)
 		}
 		for _, d := range u.Dropins {
-			if strings.ContainsAny(d.Name, "/\x00") || d.Name == "." || d.Name == ".." {
+			if strings.ContainsAny(d.Name, "/\x00") || d.Name == "." || d.Name == ".." || len(d.Name) > MaxName {
 				r.add(f+".dropins["+d.Name+"].name", "drop-in name %q is not a file name", d.Name)
 			}
 		}
@@ -184,6 +192,12 @@ func (r *refusals) units(units []types.Unit) {
 // path refuses paths that are not absolute and clean.
 func (r *refusals) path(f, p string) {
 	switch {
+	case strings.ContainsRune(p, 0):
+		r.add(f, "path %q contains a NUL byte", p)
+	case len(p) > MaxPath:
+		r.add(f, "path %.40q... is %d bytes, longer than PATH_MAX (%d): no node can create it", p, len(p), MaxPath)
+	case longComponent(p) != "":
+		r.add(f, "path %q: component %.40q is longer than NAME_MAX (%d bytes)", p, longComponent(p), MaxName)
 	case !strings.HasPrefix(p, "/"):
 		r.add(f, "path %q is not absolute", p)
 	case path.Clean(p) != p || hasDotDot(p):
@@ -191,6 +205,23 @@ func (r *refusals) path(f, p string) {
 	case p == "/":
 		r.add(f, "path %q is the root directory itself", p)
 	}
+}
+
+// Path limits of Linux: a path (PATH_MAX, with its NUL) and a name
+// (NAME_MAX). A layer may hold longer ones, but no node can extract them.
+const (
+	MaxPath = 4095
+	MaxName = 255
+)
+
+// longComponent returns the first component of p longer than MaxName, "".
+func longComponent(p string) string {
+	for _, c := range strings.Split(p, "/") {
+		if len(c) > MaxName {
+			return c
+		}
+	}
+	return ""
 }
 
 func hasDotDot(p string) bool {

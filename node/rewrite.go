@@ -1,9 +1,9 @@
 package node
 
 import (
-	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/mcbake/mcbake/machineconfig"
@@ -19,6 +19,9 @@ type Action struct {
 	Op string `json:"op"`
 	// Kinds says what differed before the rewrite.
 	Kinds []string `json:"kinds,omitempty"`
+	// State says whether the path holds its old or new entry after the
+	// rewrite (old everywhere when it failed, see txn).
+	State State `json:"state,omitempty"`
 }
 
 // Unchanged is the Op of a path that already matched.
@@ -38,10 +41,14 @@ func (e *PlanMismatchError) Error() string { return strings.Join(e.Lines, "\n") 
 // mode, owners and digest or target, or nothing is written; nor is
 // anything written for an invalid plan (see revert.ReadPlan), or one that
 // names the config the machine-config-daemon stores. Missing parents are
-// created as the MCD creates them (0755 root:root). Each write is atomic
-// and never follows a path outside root. A path already in the wanted
-// state is left alone, so Rewrite is idempotent: a second run writes
-// nothing. With dryRun it only reports what it would do.
+// created as the MCD creates them (0755 root:root); a directory the plan
+// names only as a parent is made when missing, never changed. The writes
+// are one transaction: every new entry is prepared first, then renamed
+// in; on a failure the renamed ones are put back, so every path ends old
+// or new and each Action's State says which. Writes never follow a path
+// outside root. A path already in the wanted state is left alone, so
+// Rewrite is idempotent: a second run writes nothing. With dryRun it only
+// reports what it would do.
 func Rewrite(root *Root, p *revert.Plan, mcs []*machineconfig.MachineConfig, dryRun bool) ([]Action, error) {
 	res, err := renderOn(root, mcs)
 	if err != nil {
@@ -50,8 +57,9 @@ func Rewrite(root *Root, p *revert.Plan, mcs []*machineconfig.MachineConfig, dry
 	return rewrite(root, p, res, dryRun)
 }
 
-// rewrite is Rewrite with the rendering done.
-func rewrite(root *Root, p *revert.Plan, res *render.Result, dryRun bool) ([]Action, error) {
+// rewrite is Rewrite with the rendering done; failAt injects a failure
+// into the transaction (tests).
+func rewrite(root *Root, p *revert.Plan, res *render.Result, dryRun bool, failAt ...func(int) error) ([]Action, error) {
 	if err := p.Check(); err != nil {
 		return nil, err
 	}
@@ -59,39 +67,99 @@ func rewrite(root *Root, p *revert.Plan, res *render.Result, dryRun bool) ([]Act
 	if err != nil {
 		return nil, err
 	}
-	var acts []Action
-	// Hard links last: their targets may be planned too.
-	for _, links := range []bool{false, true} {
-		for i, pe := range p.Rewrite {
-			if (want[i].Type == manifest.Hardlink) != links {
-				continue
+	acts := make([]Action, len(p.Rewrite))
+	t := &txn{root: root}
+	if len(failAt) > 0 {
+		t.failAt = failAt[0]
+	}
+	parents := map[string]bool{}
+	for i, pe := range p.Rewrite {
+		kinds, err := differences(root, pe.Path, want[i].Entry.Entry)
+		if err != nil {
+			return nil, err
+		}
+		// A parent the plan implies is only made when missing: an
+		// existing directory keeps its mode and owners.
+		if want[i].implied && want[i].Type == manifest.Directory && !slices.Equal(kinds, []string{Missing}) {
+			kinds = nil
+		}
+		acts[i] = Action{Path: pe.Path, Op: Unchanged, Kinds: kinds}
+		if len(kinds) == 0 {
+			continue
+		}
+		acts[i].Op = opFor(want[i].Type)
+		if want[i].Type != manifest.Absent {
+			if err := t.addParents(pe.Path, parents); err != nil {
+				return nil, err
 			}
-			a, err := rewriteOne(root, pe.Path, want[i], dryRun)
-			if err != nil {
-				return acts, err
-			}
-			acts = append(acts, a)
+		}
+		t.add(pe.Path, want[i].Entry, "")
+	}
+	if dryRun || len(t.writes) == 0 {
+		return acts, nil
+	}
+	err = t.run()
+	state := map[string]State{}
+	for _, w := range t.writes {
+		state[w.path] = w.state
+	}
+	for i := range acts {
+		if acts[i].Op != Unchanged {
+			acts[i].State = state[clean(acts[i].Path)]
 		}
 	}
-	return acts, nil
+	return acts, err
+}
+
+// addParents queues the directories missing above p that no write is
+// queued for yet, made as the MCD makes parents (0755 root:root); seen
+// holds those already looked at.
+func (t *txn) addParents(p string, seen map[string]bool) error {
+	var missing []string
+	for d := path.Dir(clean(p)); d != "/" && !seen[d] && !t.queued(d); d = path.Dir(d) {
+		_, ok, err := t.root.Lstat(d)
+		if err != nil {
+			return err
+		}
+		if ok {
+			break
+		}
+		missing = append(missing, d)
+	}
+	for _, d := range missing {
+		seen[d] = true
+		if !t.queued(d) {
+			t.add(d, render.Entry{Entry: manifest.Entry{Path: d, Type: manifest.Directory, Mode: 0o755}}, "")
+		}
+	}
+	return nil
+}
+
+// plannedEntry is the rendered entry a plan entry names, and whether the
+// plan implies it (see implied) rather than the rendering listing it.
+type plannedEntry struct {
+	render.Entry
+	implied bool
 }
 
 // planned matches every plan entry with the rendered entry for its path.
-func planned(p *revert.Plan, res *render.Result) ([]render.Entry, error) {
+func planned(p *revert.Plan, res *render.Result) ([]plannedEntry, error) {
 	byPath := map[string]render.Entry{}
 	for _, e := range res.Entries {
 		byPath[e.Path] = e
 	}
 	var lines []string
-	out := make([]render.Entry, len(p.Rewrite))
+	out := make([]plannedEntry, len(p.Rewrite))
 	for i, pe := range p.Rewrite {
 		if pe.MachineConfigPath() == render.CurrentConfig {
 			lines = append(lines, fmt.Sprintf("plan: %s: the machine-config-daemon stores the config the node runs there; refusing to rewrite it", pe.MachineConfigPath()))
 			continue
 		}
 		e, ok := byPath[pe.MachineConfigPath()]
+		isImplied := false
 		if !ok {
 			e, ok = implied(pe, res)
+			isImplied = ok
 		}
 		if !ok {
 			lines = append(lines, fmt.Sprintf("plan: %s: not defined by the given MachineConfigs (%s %s)", pe.MachineConfigPath(), pe.Source.MachineConfig, pe.Source.Field))
@@ -107,7 +175,7 @@ func planned(p *revert.Plan, res *render.Result) ([]render.Entry, error) {
 			lines = append(lines, fmt.Sprintf("plan: %s: the plan's %s does not match the MachineConfigs (%s %s)", pe.MachineConfigPath(), d, e.Source.MachineConfig, e.Source.Field))
 			continue
 		}
-		out[i] = e
+		out[i] = plannedEntry{Entry: e, implied: isImplied}
 	}
 	if len(lines) > 0 {
 		return nil, &PlanMismatchError{Lines: lines}
@@ -174,27 +242,6 @@ func planDiff(pe revert.PlanEntry, e manifest.Entry) string {
 	return string(d[0])
 }
 
-func rewriteOne(root *Root, p string, e render.Entry, dryRun bool) (Action, error) {
-	kinds, err := differences(root, p, e.Entry)
-	if err != nil {
-		return Action{}, err
-	}
-	a := Action{Path: p, Op: Unchanged, Kinds: kinds}
-	if len(kinds) == 0 {
-		return a, nil
-	}
-	a.Op = opFor(e.Type)
-	if dryRun {
-		return a, nil
-	}
-	if e.Type != manifest.Absent {
-		if err := root.MkdirAll(path.Dir(p), func(string) (uint32, int, int) { return 0o755, 0, 0 }); err != nil {
-			return a, err
-		}
-	}
-	return a, apply(root, p, e)
-}
-
 func opFor(t manifest.Type) string {
 	switch t {
 	case manifest.Directory:
@@ -207,20 +254,4 @@ func opFor(t manifest.Type) string {
 		return "remove"
 	}
 	return "write"
-}
-
-func apply(root *Root, p string, e render.Entry) error {
-	switch e.Type {
-	case manifest.File:
-		return root.WriteFile(p, e.Content, uint32(e.Mode), e.UID, e.GID)
-	case manifest.Directory:
-		return root.Mkdir(p, uint32(e.Mode), e.UID, e.GID)
-	case manifest.Symlink:
-		return root.Symlink(p, e.Target, e.UID, e.GID)
-	case manifest.Hardlink:
-		return root.Link(p, e.Target)
-	case manifest.Absent:
-		return root.Remove(p)
-	}
-	return errors.New("unknown entry type " + string(e.Type))
 }

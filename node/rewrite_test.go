@@ -12,6 +12,7 @@ import (
 	"github.com/mcbake/mcbake/revert"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/mcbake/mcbake/internal/roottest"
 	"github.com/mcbake/mcbake/manifest"
@@ -148,8 +149,13 @@ func TestRewrite(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Rewrite: %v", err)
 	}
-	if diff := cmp.Diff(dry, acts); diff != "" {
+	if diff := cmp.Diff(dry, acts, cmpopts.IgnoreFields(Action{}, "State")); diff != "" {
 		t.Errorf("Rewrite and its dry run disagree (-dry +real):\n%s", diff)
+	}
+	for _, a := range acts {
+		if a.Op != Unchanged && a.State != StateNew {
+			t.Errorf("Rewrite: %s: state %q, want new", a.Path, a.State)
+		}
 	}
 	want := map[string]string{
 		"etc":                                        "dir 0755 0:0",
@@ -378,5 +384,64 @@ func TestRewriteStaysInRoot(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRewriteLeavesExistingParents: a plan may name a parent directory of
+// an owned path with the MCD's parent metadata; when the node has it, its
+// mode and owners stay (issue: /etc/systemd 0700 5:5 reset to 0755 0:0).
+func TestRewriteLeavesExistingParents(t *testing.T) {
+	requireRoot(t)
+	mcs := parseMC(t, nodeMC)
+	dir := newNode(t)
+	systemd := filepath.Join(dir, "etc", "systemd")
+	if err := os.Chmod(systemd, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(systemd, 5, 5); err != nil {
+		t.Fatal(err)
+	}
+	root := openRoot(t, dir)
+	res := renderOnNode(t, mcs, dir)
+	plan := planFor(res, true)
+	plan.Rewrite = append(plan.Rewrite, revert.PlanEntry{Path: "/etc/systemd", Outcome: revert.Removed, Type: manifest.Directory, Mode: 0o755,
+		Source: manifest.Source{MachineConfig: "99-node", Field: "spec.config.systemd.units[bar.service].contents"}})
+	sortPlan(plan)
+	if _, err := rewrite(root, plan, res, false); err != nil {
+		t.Fatalf("Rewrite: %v", err)
+	}
+	if got := roottest.Entry(t, systemd); got != "dir 0700 5:5" {
+		t.Errorf("/etc/systemd after Rewrite = %q, want dir 0700 5:5 as the node had it", got)
+	}
+}
+
+// TestRewriteAllOrNothing injects a failure after some writes: every path
+// is as it was before, and the actions say old.
+func TestRewriteAllOrNothing(t *testing.T) {
+	requireRoot(t)
+	mcs := parseMC(t, nodeMC)
+	for _, n := range []int{0, 3, 8} {
+		dir := newNode(t)
+		root := openRoot(t, dir)
+		res := renderOnNode(t, mcs, dir)
+		before := roottest.Tree(t, dir)
+		boom := errors.New("injected failure")
+		acts, err := rewrite(root, planFor(res, true), res, false, func(i int) error {
+			if i == n {
+				return boom
+			}
+			return nil
+		})
+		if !errors.Is(err, boom) {
+			t.Fatalf("Rewrite failing at write %d = %v, want the injected failure", n, err)
+		}
+		if diff := cmp.Diff(before, roottest.Tree(t, dir)); diff != "" {
+			t.Errorf("Rewrite failing at write %d left changes (-before +after):\n%s", n, diff)
+		}
+		for _, a := range acts {
+			if a.Op != Unchanged && a.State != StateOld {
+				t.Errorf("failing at %d: %s: state %q, want old", n, a.Path, a.State)
+			}
+		}
 	}
 }

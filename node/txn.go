@@ -56,9 +56,27 @@ type txn struct {
 	failAt func(i int) error
 }
 
-// add queues a write of e at p (e's type Absent removes p).
+// add queues a write of e at p (e's type Absent removes p), replacing an
+// earlier one of the same path.
 func (t *txn) add(p string, e render.Entry, label string) {
-	t.writes = append(t.writes, &txnWrite{path: clean(p), entry: e, label: label, state: StateOld})
+	w := &txnWrite{path: clean(p), entry: e, label: label, state: StateOld}
+	for i, o := range t.writes {
+		if o.path == w.path {
+			t.writes[i] = w
+			return
+		}
+	}
+	t.writes = append(t.writes, w)
+}
+
+// queued reports whether a write of p is queued.
+func (t *txn) queued(p string) bool {
+	for _, w := range t.writes {
+		if w.path == p {
+			return true
+		}
+	}
+	return false
 }
 
 // run prepares and commits every write; on error every path is old again

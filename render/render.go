@@ -24,8 +24,13 @@ import (
 	"github.com/mcbake/mcbake/manifest"
 )
 
-// MaxContent bounds a file's decompressed content (docs/design.md, "What is refused").
-const MaxContent = 64 << 20
+// MaxContent bounds a file's decompressed content, and MaxTotalContent
+// that of all files together (docs/design.md, "What is refused"): both are
+// enforced while decompressing.
+const (
+	MaxContent      = 64 << 20
+	MaxTotalContent = 64 << 20
+)
 
 // Well-known paths the MCD writes.
 const (
@@ -110,6 +115,7 @@ type renderer struct {
 	unitStates []manifest.Unit
 	errs       []error
 	ioErrs     map[string]bool // paths whose I/O error is recorded
+	content    int             // bytes of file content decoded so far
 }
 
 func at(s machineconfig.Source, field string) machineconfig.Source {
@@ -204,7 +210,8 @@ func (r *renderer) files() {
 		if !r.claim(f.Path, src) {
 			continue
 		}
-		content, err := decode(f.Contents)
+		content, err := decode(f.Contents, min(MaxContent, MaxTotalContent-r.content))
+		r.content += len(content)
 		if err != nil {
 			r.failFor(machineconfig.ReasonContent, at(src, src.Field+".contents"), "%v", err)
 			continue
@@ -287,7 +294,7 @@ func (r *renderer) currentConfig() {
 // decode returns a resource's content: a data URL, optionally gzip
 // compressed (bounded by MaxContent while decompressing), checked against
 // its verification hash.
-func decode(res types.Resource) ([]byte, error) {
+func decode(res types.Resource, limit int) ([]byte, error) {
 	var data []byte
 	if res.Source != nil && *res.Source != "" {
 		du, err := dataurl.DecodeString(*res.Source)
@@ -298,9 +305,12 @@ func decode(res types.Resource) ([]byte, error) {
 	}
 	if res.Compression != nil && *res.Compression == "gzip" {
 		var err error
-		if data, err = gunzip(data); err != nil {
+		if data, err = gunzip(data, limit); err != nil {
 			return nil, err
 		}
+	}
+	if len(data) > limit {
+		return nil, fmt.Errorf("content is %d bytes: the MachineConfigs' files may hold %d MiB, %d MiB in all", len(data), MaxContent>>20, MaxTotalContent>>20)
 	}
 	if err := verify(res.Verification, data); err != nil {
 		return nil, err
@@ -308,16 +318,19 @@ func decode(res types.Resource) ([]byte, error) {
 	return data, nil
 }
 
-func gunzip(data []byte) ([]byte, error) {
+func gunzip(data []byte, limit int) ([]byte, error) {
 	zr, err := gzip.NewReader(bytes.NewReader(data))
 	if err != nil {
 		return nil, fmt.Errorf("invalid gzip content: %w", err)
 	}
-	out, err := io.ReadAll(io.LimitReader(zr, MaxContent+1))
+	out, err := io.ReadAll(io.LimitReader(zr, int64(limit)+1))
 	if err != nil {
 		return nil, fmt.Errorf("invalid gzip content: %w", err)
 	}
-	if len(out) > MaxContent {
+	if len(out) > limit {
+		if limit < MaxContent {
+			return nil, fmt.Errorf("gzip content expands past what is left of %d MiB for all the MachineConfigs' files", MaxTotalContent>>20)
+		}
 		return nil, fmt.Errorf("gzip content expands past %d MiB", MaxContent>>20)
 	}
 	return out, nil

@@ -102,7 +102,7 @@ func TestGunzipBounded(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	_, err := decode(res)
+	_, err := decode(res, MaxContent)
 	runtime.ReadMemStats(&after)
 	if err == nil || err.Error() != "gzip content expands past 64 MiB" {
 		t.Errorf("decode(1 GiB gzip stream) = %v, want the 64 MiB refusal", err)

@@ -23,8 +23,10 @@ type Root interface {
 	// without following a final symlink: Type is File, Directory, Symlink
 	// or manifest.Other (a hard link is the file or symlink it shares an
 	// inode with), with mode, owners, a symlink's Target, and a regular
-	// file's Size and Digest. Parent directories are resolved through the
-	// tree's symlinks, never leaving it.
+	// file's Size and Digest (trees may leave the digest out for files
+	// larger than MaxContent, which no MachineConfig file can equal).
+	// Parent directories are resolved through the tree's symlinks, never
+	// leaving it.
 	Lstat(path string) (e manifest.Entry, ok bool, err error)
 	// ReadFile returns the content of the regular file at path, following
 	// symlinks inside the tree. Trees may bound the size they read.

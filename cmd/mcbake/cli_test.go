@@ -28,7 +28,11 @@ func TestMain(m *testing.M) {
 	}
 	// The node script test runs this test binary as mcbake.
 	if os.Getenv("MCBAKE_TEST_AS_CLI") == "1" {
-		os.Exit(execute(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+		code := execute(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+		if f := os.Getenv("MCBAKE_TEST_PEAK_FILE"); f != "" {
+			writePeak(f)
+		}
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }
