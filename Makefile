@@ -11,9 +11,10 @@ export CGO_ENABLED := 1
 # at the deadline fail the run with "context deadline exceeded".
 FUZZTIME  ?= 10000x
 FUZZMIN   ?= 200x
+FUZZLONG  ?= 2m
 DEMO      := _demo
 
-.PHONY: all build node test unit fuzz demo bench image clean update-golden vet
+.PHONY: all build node test unit fuzz fuzz-long demo bench image clean update-golden vet
 
 all: build
 
@@ -37,8 +38,11 @@ test: vet
 	$(MAKE) --no-print-directory fuzz
 
 fuzz:
-	$(GO) test -tags "$(TAGS)" -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMIN) ./machineconfig
-	$(GO) test -tags "$(TAGS)" -run '^$$' -fuzz '^FuzzRender$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMIN) ./render
+	FUZZTIME=$(FUZZTIME) FUZZMIN=$(FUZZMIN) ./hack/fuzz.sh
+
+# fuzz-long: every fuzz target for minutes each.
+fuzz-long:
+	FUZZTIME=$(FUZZLONG) FUZZMIN=30s ./hack/fuzz.sh
 
 # Regenerate golden files: every package whose tests define -update.
 update-golden:

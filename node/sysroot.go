@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -127,7 +126,8 @@ type bootEntry struct {
 	file       string
 	version    int
 	options    string
-	deployment string // the deployment directory its ostree= argument names
+	ostree     string // the ostree= argument
+	deployment string // the deployment directory it names
 }
 
 // bootEntries reads the bootloader entries, highest version (the
@@ -149,16 +149,25 @@ func (s *Sysroot) bootEntries() ([]bootEntry, error) {
 	return out, nil
 }
 
-func (s *Sysroot) readBootEntry(file string) (_ bootEntry, err error) {
-	f, err := os.Open(file)
+func (s *Sysroot) readBootEntry(file string) (bootEntry, error) {
+	b, err := os.ReadFile(file)
 	if err != nil {
 		return bootEntry{}, err
 	}
-	defer func() { err = errors.Join(err, f.Close()) }()
-	e := bootEntry{file: file}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		key, value, _ := strings.Cut(strings.TrimSpace(sc.Text()), " ")
+	e := parseBootEntry(b)
+	e.file = file
+	if e.ostree != "" {
+		e.deployment = s.resolveBootLink(e.ostree)
+	}
+	return e, nil
+}
+
+// parseBootEntry reads a BLS entry's version and options, and the
+// ostree= argument among the options.
+func parseBootEntry(b []byte) bootEntry {
+	var e bootEntry
+	for _, line := range strings.Split(string(b), "\n") {
+		key, value, _ := strings.Cut(strings.TrimSpace(line), " ")
 		switch key {
 		case "version":
 			e.version, _ = strconv.Atoi(strings.TrimSpace(value))
@@ -166,15 +175,12 @@ func (s *Sysroot) readBootEntry(file string) (_ bootEntry, err error) {
 			e.options = strings.TrimSpace(value)
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return bootEntry{}, err
-	}
 	for _, arg := range strings.Fields(e.options) {
 		if v, ok := strings.CutPrefix(arg, "ostree="); ok {
-			e.deployment = s.resolveBootLink(v)
+			e.ostree = v
 		}
 	}
-	return e, nil
+	return e
 }
 
 // resolveBootLink follows an ostree= boot link (/ostree/boot.N/OS/BOOTCSUM/I)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/mcbake/mcbake/machineconfig"
@@ -90,4 +91,66 @@ func fixtureSeed(f *testing.F, name string) []byte {
 		f.Fatal(err)
 	}
 	return out
+}
+
+// FuzzPresets parses arbitrary preset files: never a panic, and every
+// rule has a pattern.
+func FuzzPresets(f *testing.F) {
+	f.Add([]byte("# c\nenable a.service\ndisable *\n"))
+	f.Add([]byte("enable foo@.service a b\nignore x.service\n; comment\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, r := range parsePresetFile(data) {
+			if r.pattern == "" {
+				t.Fatalf("parsePresetFile(%q) gave a rule without a pattern", data)
+			}
+		}
+	})
+}
+
+// FuzzInstall parses arbitrary unit files' [Install] sections: never a
+// panic, and a section that parses yields names without whitespace.
+func FuzzInstall(f *testing.F) {
+	f.Add([]byte("[Unit]\nDescription=x\n[Install]\nWantedBy=multi-user.target\nAlso=b.service\n"))
+	f.Add([]byte("[Install]\nAlias=a.service b.service\nDefaultInstance=x\nRequiredBy=c.target\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		in, err := parseInstall(data)
+		if err != nil {
+			return
+		}
+		for _, names := range [][]string{in.wantedBy, in.requiredBy, in.alias, in.also} {
+			for _, n := range names {
+				if n == "" || strings.ContainsAny(n, " \t\n") {
+					t.Fatalf("parseInstall(%q) gave the name %q", data, n)
+				}
+			}
+		}
+	})
+}
+
+// FuzzResolve resolves arbitrary paths in a directory tree with symlinks
+// that point up, out, in loops and at absolute paths: never a panic, and
+// the result is always absolute and clean (inside the root).
+func FuzzResolve(f *testing.F) {
+	root := makeRoot(f, map[string]string{
+		"etc/a/":        "",
+		"etc/up":        "-> ../../../..",
+		"etc/abs":       "-> /usr/lib",
+		"etc/loop1":     "-> loop2",
+		"etc/loop2":     "-> loop1",
+		"usr/local":     "-> ../var/usrlocal",
+		"var/usrlocal/": "",
+		"usr/lib/x":     "x",
+	})
+	for _, s := range []string{"/etc/up/etc/passwd", "/usr/local/bin/x", "/etc/loop1/x", "../../x", "/etc/abs/x/../../y", "/"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		got, err := Resolve(root, p)
+		if err != nil {
+			return
+		}
+		if !path.IsAbs(got) || path.Clean(got) != got {
+			t.Fatalf("Resolve(%q) = %q, not absolute and clean", p, got)
+		}
+	})
 }

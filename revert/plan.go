@@ -94,20 +94,29 @@ func ReadPlan(file string) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	p, err := ParsePlan(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return p, nil
+}
+
+// ParsePlan decodes and checks a plan (see ReadPlan).
+func ParsePlan(b []byte) (*Plan, error) {
 	var p Plan
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
-		return nil, fmt.Errorf("%s: decoding plan: %w", file, err)
+		return nil, fmt.Errorf("decoding plan: %w", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("%s: decoding plan: trailing data after the JSON object", file)
+		return nil, fmt.Errorf("decoding plan: trailing data after the JSON object")
 	}
 	if p.SchemaVersion != PlanSchemaVersion {
-		return nil, fmt.Errorf("%s: plan schemaVersion %d: only %d is supported", file, p.SchemaVersion, PlanSchemaVersion)
+		return nil, fmt.Errorf("plan schemaVersion %d: only %d is supported", p.SchemaVersion, PlanSchemaVersion)
 	}
 	if err := p.Check(); err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
+		return nil, err
 	}
 	return &p, nil
 }
