@@ -10,13 +10,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/mcbake/mcbake/image"
+	"github.com/mcbake/mcbake/internal/atomicdir"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/render"
@@ -126,11 +126,12 @@ func Image(ctx context.Context, opts Options) (_ *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	tmp, err := os.MkdirTemp("", "mcbake-build-")
+	tmpDir, err := atomicdir.MkdirTemp("", "mcbake-build-")
 	if err != nil {
 		return nil, err
 	}
-	defer func() { err = errors.Join(err, os.RemoveAll(tmp)) }()
+	defer func() { err = errors.Join(err, tmpDir.RemoveAll()) }()
+	tmp := tmpDir.Path
 	extra, err := p.extra()
 	if err != nil {
 		return nil, err

@@ -57,14 +57,16 @@ func WriteContext(dir string, p *Prepared, appendFile string) (err error) {
 	if err := atomicdir.CheckReplaceable(dir, "build context", ContextContainerfile, ContextRootfs, ContextManifest, ContextChown); err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(dir)), "."+filepath.Base(dir)+".tmp-")
+	tmpDir, err := atomicdir.MkdirTemp(filepath.Dir(filepath.Clean(dir)), "."+filepath.Base(dir)+".tmp-")
 	if err != nil {
 		return err
 	}
+	tmp := tmpDir.Path
 	defer func() {
 		if err != nil {
-			err = errors.Join(err, atomicdir.RemoveTree(tmp))
+			err = errors.Join(err, tmpDir.RemoveAll())
 		}
+		tmpDir.Release()
 	}()
 	if err := writeContextFiles(tmp, p, plan, data); err != nil {
 		return err

@@ -3,11 +3,13 @@ package image
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/containers/image/v5/types"
@@ -126,6 +128,7 @@ func newOCIStaging(r Ref, base *Image) (_ *ociStaging, err error) {
 type sibling struct {
 	dest, tmp string
 	state     pathState
+	lock      *atomicdir.Temp // tmp, locked while this process lives
 }
 
 // stageSibling resolves r's directory, refuses it unless check accepts
@@ -140,8 +143,11 @@ func stageSibling(r Ref, check func(sibling) error) (s sibling, err error) {
 	if err := check(s); err != nil {
 		return s, err
 	}
-	s.tmp, err = os.MkdirTemp(filepath.Dir(s.dest), siblingPrefix(s.dest))
-	return s, err
+	if s.lock, err = atomicdir.MkdirTemp(filepath.Dir(s.dest), siblingPrefix(s.dest)); err != nil {
+		return s, err
+	}
+	s.tmp = s.lock.Path
+	return s, nil
 }
 
 // checkLayout accepts an absent or empty directory or an OCI layout.
@@ -227,15 +233,22 @@ func (s *ociStaging) commit(ctx context.Context) error {
 	if s.state == stateFullDir {
 		return s.commitMerge()
 	}
-	return commitDir(s.tmp, s.dest, s.state)
+	err := commitDir(s.tmp, s.dest, s.state)
+	if errors.Is(err, fs.ErrExist) || errors.Is(err, unix.ENOTEMPTY) {
+		// Another writer made the layout since: merge into it instead.
+		s.state = stateFullDir
+		return s.commitMerge()
+	}
+	return err
 }
 
 // commitMerge links the staged blobs into the existing layout, then replaces
 // its index.json by rename. Blobs it linked are removed again if it fails
 // before the index is replaced.
 func (s *ociStaging) commitMerge() (err error) {
-	// Concurrent mcbake writers to one layout take turns from the check
-	// below to the rename; a writer that finds the index changed refuses.
+	// Concurrent mcbake writers to one layout take turns from reading the
+	// index to the rename; a writer that finds the index changed since it
+	// began applies its own change to the current index.
 	unlock, err := lockDir(s.dest)
 	if err != nil {
 		return err
@@ -245,9 +258,6 @@ func (s *ociStaging) commitMerge() (err error) {
 	cur, err := os.ReadFile(index)
 	if err != nil {
 		return err
-	}
-	if !bytes.Equal(cur, s.oldIndex) {
-		return fmt.Errorf("%s changed while the image was being written; not replacing it", index)
 	}
 	defer func() {
 		if err != nil {
@@ -263,6 +273,11 @@ func (s *ociStaging) commitMerge() (err error) {
 	staged, err := os.ReadFile(filepath.Join(s.tmp, imgspecv1.ImageIndexFile))
 	if err != nil {
 		return err
+	}
+	if !bytes.Equal(cur, s.oldIndex) {
+		if staged, err = mergeIndex(cur, s.oldIndex, staged); err != nil {
+			return fmt.Errorf("%s changed while the image was being written: %w", index, err)
+		}
 	}
 	if err := writeFileAtomic(index, staged, 0o644); err != nil {
 		return err
@@ -328,6 +343,7 @@ func (s *ociStaging) removeCreated() error {
 }
 
 func (s *ociStaging) close() error {
+	defer s.lock.Release()
 	return removeStaging(s.tmp)
 }
 
@@ -375,7 +391,10 @@ func (s *dirStaging) commit(ctx context.Context) error {
 	return commitDir(s.tmp, s.dest, s.state)
 }
 
-func (s *dirStaging) close() error { return removeStaging(s.tmp) }
+func (s *dirStaging) close() error {
+	defer s.lock.Release()
+	return removeStaging(s.tmp)
+}
 
 // commitDir makes the finished staging directory tmp the destination. An
 // existing non-empty destination is exchanged atomically and its old content
@@ -409,6 +428,7 @@ func commitDir(tmp, dest string, state pathState) error {
 // over the destination.
 type fileStaging struct {
 	dest, tmp string
+	lock      *atomicdir.Temp
 	ref       types.ImageReference
 }
 
@@ -427,14 +447,10 @@ func newFileStaging(r Ref) (_ *fileStaging, err error) {
 	if err := checkParent(s.dest); err != nil {
 		return nil, err
 	}
-	f, err := os.CreateTemp(filepath.Dir(s.dest), siblingPrefix(s.dest))
-	if err != nil {
+	if s.lock, err = atomicdir.CreateTemp(filepath.Dir(s.dest), siblingPrefix(s.dest)); err != nil {
 		return nil, err
 	}
-	s.tmp = f.Name()
-	if err := f.Close(); err != nil {
-		return nil, errors.Join(err, s.close())
-	}
+	s.tmp = s.lock.Path
 	if s.ref, err = r.withPath(s.tmp); err != nil {
 		return nil, errors.Join(err, s.close())
 	}
@@ -459,7 +475,10 @@ func (s *fileStaging) commit(ctx context.Context) error {
 	return syncDir(filepath.Dir(s.dest))
 }
 
-func (s *fileStaging) close() error { return removeStaging(s.tmp) }
+func (s *fileStaging) close() error {
+	defer s.lock.Release()
+	return removeStaging(s.tmp)
+}
 
 // directStaging writes straight to containers-storage: or docker://, which
 // commit inside the copy.
@@ -509,4 +528,58 @@ func lockDir(dir string) (func(), error) {
 		_ = unix.Flock(fd, unix.LOCK_UN)
 		_ = unix.Close(fd)
 	}, nil
+}
+
+// mergeIndex applies what the copy changed in an index (from old, what
+// the layout had when the write began — nil for a layout that did not
+// exist — to staged) to cur, what the layout has now: the manifests the
+// copy removed (the one its tag named) are removed, those it added are
+// added, replacing any other manifest with the same tag.
+func mergeIndex(cur, old, staged []byte) ([]byte, error) {
+	var c, o, s imgspecv1.Index
+	for _, x := range []struct {
+		b []byte
+		v *imgspecv1.Index
+	}{{cur, &c}, {staged, &s}, {old, &o}} {
+		if len(x.b) == 0 {
+			continue
+		}
+		if err := json.Unmarshal(x.b, x.v); err != nil {
+			return nil, fmt.Errorf("decoding index: %w", err)
+		}
+	}
+	key := func(d imgspecv1.Descriptor) string {
+		return d.Digest.String() + "\x00" + d.Annotations[imgspecv1.AnnotationRefName]
+	}
+	in := func(ds []imgspecv1.Descriptor, d imgspecv1.Descriptor) bool {
+		return slices.ContainsFunc(ds, func(x imgspecv1.Descriptor) bool { return key(x) == key(d) })
+	}
+	var added, removed []imgspecv1.Descriptor
+	for _, d := range s.Manifests {
+		if !in(o.Manifests, d) {
+			added = append(added, d)
+		}
+	}
+	for _, d := range o.Manifests {
+		if !in(s.Manifests, d) {
+			removed = append(removed, d)
+		}
+	}
+	tags := map[string]bool{}
+	for _, d := range added {
+		if t := d.Annotations[imgspecv1.AnnotationRefName]; t != "" {
+			tags[t] = true
+		}
+	}
+	var out []imgspecv1.Descriptor
+	for _, d := range c.Manifests {
+		if !in(removed, d) && !in(added, d) && !tags[d.Annotations[imgspecv1.AnnotationRefName]] {
+			out = append(out, d)
+		}
+	}
+	c.Manifests = append(out, added...)
+	if c.SchemaVersion == 0 {
+		c.SchemaVersion = 2
+	}
+	return json.Marshal(c)
 }

@@ -2,8 +2,8 @@ package node
 
 import (
 	"strings"
-	"unicode/utf8"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/mcbake/mcbake/manifest"
 )

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"regexp"
 	"sort"
 
 	"golang.org/x/sys/unix"
@@ -84,6 +85,13 @@ func (t *txn) queued(p string) bool {
 // before children, hard links last.
 func (t *txn) run() error {
 	sort.SliceStable(t.writes, func(i, j int) bool { return order(t.writes[i]) < order(t.writes[j]) })
+	// One writer at a time per root; under the lock, any temporary entry
+	// is a dead run's leftover.
+	if err := unix.Flock(t.root.FD(), unix.LOCK_EX); err != nil {
+		return &os.PathError{Op: "flock", Path: t.root.Path(), Err: err}
+	}
+	defer unix.Flock(t.root.FD(), unix.LOCK_UN)
+	t.sweep()
 	err := t.prepare()
 	if err == nil {
 		err = t.commit()
@@ -344,3 +352,28 @@ func (t *txn) finish() error {
 }
 
 func backupName(name string) string { return tempName(name + ".old") }
+
+// tempPattern matches the temporary names of tempName and backupName.
+var tempPattern = regexp.MustCompile(`^\..+\.mcbake-[0-9a-f]{12}$`)
+
+// sweep removes the temporary entries a killed run left in the
+// directories this transaction writes into.
+func (t *txn) sweep() {
+	seen := map[string]bool{}
+	for _, w := range t.writes {
+		dir := path.Dir(w.path)
+		if seen[dir] {
+			continue
+		}
+		seen[dir] = true
+		names, err := t.root.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, n := range names {
+			if tempPattern.MatchString(n) {
+				_ = t.root.Remove(path.Join(dir, n))
+			}
+		}
+	}
+}

@@ -30,14 +30,16 @@ func WriteTree(dir string, res *Result, m *manifest.Manifest, chown bool) (err e
 		return err
 	}
 	parent := filepath.Dir(filepath.Clean(dir))
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp-")
+	tmpDir, err := atomicdir.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp-")
 	if err != nil {
 		return err
 	}
+	tmp := tmpDir.Path
 	defer func() {
 		if err != nil {
-			err = errors.Join(err, atomicdir.RemoveTree(tmp))
+			err = errors.Join(err, tmpDir.RemoveAll())
 		}
+		tmpDir.Release()
 	}()
 	if err := WriteEntries(filepath.Join(tmp, "rootfs"), res.Entries, chown); err != nil {
 		return err

@@ -29,13 +29,14 @@ type Engine struct{}
 
 // Build implements build.Engine.
 func (Engine) Build(ctx context.Context, p *build.Prepared, opts build.Options) (_ digest.Digest, err error) {
-	tmp, err := os.MkdirTemp("", "mcbake-buildah-")
+	tmpDir, err := atomicdir.MkdirTemp("", "mcbake-buildah-")
 	if err != nil {
 		return "", err
 	}
 	// The context can hold directories without u+w (modes from the
-	// MachineConfigs or the base): RemoveTree removes them as non-root too.
-	defer func() { err = errors.Join(err, atomicdir.RemoveTree(tmp)) }()
+	// MachineConfigs or the base): RemoveAll removes them as non-root too.
+	defer func() { err = errors.Join(err, tmpDir.RemoveAll()) }()
+	tmp := tmpDir.Path
 	dir := filepath.Join(tmp, "context")
 	if err := build.WriteContext(dir, p, opts.ContainerfileAppend); err != nil {
 		return "", fmt.Errorf("writing the build context: %w", err)

@@ -271,3 +271,21 @@ func TestHostileMachineConfigs(t *testing.T) {
 }
 
 func sha(s string) string { return digest.FromString(s).String() }
+
+// TestBuildWithUnusableCache: the caches only save time, so a cache
+// directory that cannot be used is a warning, and the build's digest is
+// the one a build with a cache makes.
+func TestBuildWithUnusableCache(t *testing.T) {
+	e := newEnv(t)
+	want := e.mustBuild(t, e.base, "oci:"+filepath.Join(e.dir, "a")+":latest", workerMC)
+	file := filepath.Join(e.dir, "not-a-dir")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"build", "--quiet", "--base", e.base, "-o", "oci:" + filepath.Join(e.dir, "b") + ":latest",
+		"--signature-policy", "testdata/policy.json", "--cache-dir", file, "-f", workerMC}
+	code, stdout, stderr := e.run(args...)
+	if code != 0 || strings.TrimSpace(stdout) != want {
+		t.Fatalf("build with an unusable cache: exit %d, digest %q (want %s)\n%s", code, stdout, want, stderr)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -48,7 +49,11 @@ func (f *imageFlags) options(cmd *cobra.Command) (image.Options, string, error) 
 	}
 	o.CacheDir = filepath.Join(dir, "blobinfo")
 	if err := os.MkdirAll(o.CacheDir, 0o755); err != nil {
-		return o, "", err
+		// The caches only save time: without them a build reads every
+		// base layer again (containers/image keeps its blob-info cache in
+		// memory then).
+		slog.Warn("the cache directory cannot be used; going on without a cache", "dir", dir, "err", err)
+		return o, "", nil
 	}
 	return o, dir, nil
 }
