@@ -627,3 +627,84 @@ func TestPreparePlanMismatch(t *testing.T) {
 		t.Errorf("a refused plan changed the staged deployment (-before +after):\n%s", diff)
 	}
 }
+
+// imageMeta is the commit metadata ostree-ext records for an image with
+// the manifest digest m, config digest c and one layer diff ID d.
+func imageMeta(m, c, d string) map[string]string {
+	return map[string]string{
+		"ostree.manifest-digest":        digest.FromString(m).String(),
+		"ostree.manifest":               `{"schemaVersion":2,"config":{"digest":"` + digest.FromString(c).String() + `"}}`,
+		"ostree.container.image-config": `{"rootfs":{"type":"layers","diff_ids":["` + digest.FromString(d).String() + `"]}}`,
+	}
+}
+
+func imageRef(m, c, d string) revert.ImageRef {
+	return revert.ImageRef{Digest: digest.FromString(m), Config: digest.FromString(c), DiffIDs: []digest.Digest{digest.FromString(d)}}
+}
+
+// TestPlanImages: plans name images by config digest and diff IDs, which
+// survive a conversion to another manifest format. Prepare and Rewrite
+// accept a plan for a converted copy of the images the deployments were
+// made from, and refuse one for other images.
+func TestPlanImages(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: ostree deploys and owners")
+	}
+	mcs, err := machineconfig.Parse("prepare.yaml", []byte(prepareMC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := t.TempDir()
+	bRoot, lRoot := filepath.Join(top, "b"), filepath.Join(top, "l")
+	baseTree(t, bRoot)
+	base, err := render.OpenDir(bRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := render.Render(machineconfig.Merge(mcs), base)
+	base.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	baseTree(t, lRoot)
+	bake(t, lRoot, res)
+	st := ostreetest.StageWith(t, ostreetest.StageOptions{L: lRoot, B: bRoot, MCDWrite: func(string) error { return nil },
+		LMeta: imageMeta("L manifest", "L config", "L layer"), BMeta: imageMeta("B manifest", "B config", "B layer")})
+	s, booted, staged := deployments(t, st)
+	dry, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := &revert.Plan{SchemaVersion: revert.PlanSchemaVersion,
+		// Converted copies: other manifest digests, the same config and layers.
+		Image: imageRef("L as docker schema2", "L config", "L layer"), Base: imageRef("B as docker schema2", "B config", "B layer")}
+	for _, c := range dry.Written() {
+		if !c.ConfigDir {
+			plan.Rewrite = append(plan.Rewrite, revert.PlanEntry{Path: c.Path, Type: manifest.Directory, Mode: 0o755})
+		}
+	}
+	if _, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, Plan: plan, DryRun: true}); err != nil {
+		t.Errorf("Prepare with a plan for converted copies of the images = %v, want it accepted", err)
+	}
+	other := *plan
+	other.Base = imageRef("B manifest", "another config", "another layer")
+	_, err = node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, Plan: &other, DryRun: true})
+	if err == nil || !strings.Contains(err.Error(), "but the staged deployment is "+digest.FromString("B manifest").String()) {
+		t.Errorf("Prepare with a plan for another base = %v, want a refusal naming the staged image", err)
+	}
+
+	// Rewrite on the deployment: the same check against its base.
+	root, err := node.Open(st.Staged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	other.Rewrite = nil
+	if _, err := node.Rewrite(root, &other, mcs, true); err == nil || !strings.Contains(err.Error(), "plan: made for base") {
+		t.Errorf("Rewrite with a plan for another base = %v, want a refusal", err)
+	}
+	plan.Rewrite = nil
+	if _, err := node.Rewrite(root, plan, mcs, true); err != nil {
+		t.Errorf("Rewrite with a plan for a converted copy of the base = %v, want it accepted", err)
+	}
+}

@@ -1,8 +1,10 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -48,8 +50,13 @@ func (e *PlanMismatchError) Error() string { return strings.Join(e.Lines, "\n") 
 // or new and each Action's State says which. Writes never follow a path
 // outside root. A path already in the wanted state is left alone, so
 // Rewrite is idempotent: a second run writes nothing. With dryRun it only
-// reports what it would do.
+// reports what it would do. When root is an ostree deployment (or "/" of a
+// booted one) whose commit records its container image, a plan for
+// another base image is refused.
 func Rewrite(root *Root, p *revert.Plan, mcs []*machineconfig.MachineConfig, dryRun bool) ([]Action, error) {
+	if err := checkPlanImage(root, p); err != nil {
+		return nil, err
+	}
 	res, err := renderOn(root, mcs)
 	if err != nil {
 		return nil, err
@@ -254,4 +261,58 @@ func opFor(t manifest.Type) string {
 		return "remove"
 	}
 	return "write"
+}
+
+// checkPlanImage refuses a plan made for another base than the image the
+// deployment root was made from, when root is a deployment whose commit
+// says which image it is.
+func checkPlanImage(root *Root, p *revert.Plan) error {
+	s, d, ok := deploymentOf(root.Path())
+	if !ok {
+		return nil
+	}
+	img, err := s.Image(d)
+	if errors.Is(err, ErrNoImage) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !p.Base.Same(img) {
+		return &PlanMismatchError{Lines: []string{fmt.Sprintf("plan: made for base %s %s, but %s is image %s (config %s)",
+			orDash(p.Base.Reference), p.Base.Digest, root.Path(), img.Digest, img.Config)}}
+	}
+	return nil
+}
+
+// deploymentOf finds the sysroot and deployment whose root dir is: "/" of
+// a booted ostree system, or SYSROOT/ostree/deploy/OS/deploy/CSUM.N.
+func deploymentOf(dir string) (*Sysroot, *Deployment, bool) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, nil, false
+	}
+	if abs == "/" {
+		s, err := OpenSysroot("/")
+		if err != nil || !s.Running {
+			return nil, nil, false
+		}
+		d, err := s.Booted()
+		return s, d, err == nil
+	}
+	deployDir, name := filepath.Split(abs)
+	deployDir = filepath.Clean(deployDir)
+	stateDir := filepath.Dir(deployDir)
+	if filepath.Base(deployDir) != "deploy" || filepath.Base(filepath.Dir(stateDir)) != "deploy" {
+		return nil, nil, false
+	}
+	d, ok := parseDeployment(filepath.Base(stateDir), deployDir, name)
+	if !ok {
+		return nil, nil, false
+	}
+	s, err := OpenSysroot(filepath.Dir(filepath.Dir(filepath.Dir(stateDir))))
+	if err != nil {
+		return nil, nil, false
+	}
+	return s, &d, true
 }

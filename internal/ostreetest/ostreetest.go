@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -88,10 +89,10 @@ func revert(work, lRoot, bRoot string, mcdWrite func(etcDir string) error) (stri
 	if err := s.init(); err != nil {
 		return "", "", fmt.Errorf("creating sysroot: %w", err)
 	}
-	if err := s.commitImage(lRoot, filepath.Join(work, "tree-l"), refL); err != nil {
+	if err := s.commitImage(lRoot, filepath.Join(work, "tree-l"), refL, nil); err != nil {
 		return "", "", fmt.Errorf("committing L: %w", err)
 	}
-	if err := s.commitImage(bRoot, filepath.Join(work, "tree-b"), refB); err != nil {
+	if err := s.commitImage(bRoot, filepath.Join(work, "tree-b"), refB, nil); err != nil {
 		return "", "", fmt.Errorf("committing B: %w", err)
 	}
 	lDeploy, _, err := s.deploy(refL)
@@ -127,6 +128,22 @@ type Staged struct {
 // would only get at finalization.
 func Stage(t testing.TB, lRoot, bRoot string, mcdWrite func(etcDir string) error) Staged {
 	t.Helper()
+	return StageWith(t, StageOptions{L: lRoot, B: bRoot, MCDWrite: mcdWrite})
+}
+
+// StageOptions say what StageWith stages: the image roots, the commit
+// metadata of each (e.g. the keys ostree-ext records for the container
+// image a commit was made from) and the machine-config-daemon's writes.
+type StageOptions struct {
+	L, B         string
+	LMeta, BMeta map[string]string
+	MCDWrite     func(etcDir string) error
+}
+
+// StageWith is Stage with commit metadata.
+func StageWith(t testing.TB, o StageOptions) Staged {
+	t.Helper()
+	lRoot, bRoot, mcdWrite := o.L, o.B, o.MCDWrite
 	if ok, why := Available(); !ok {
 		t.Skip("ostreetest: " + why)
 	}
@@ -138,10 +155,10 @@ func Stage(t testing.TB, lRoot, bRoot string, mcdWrite func(etcDir string) error
 		if err := s.init(); err != nil {
 			return fmt.Errorf("creating sysroot: %w", err)
 		}
-		if err := s.commitImage(lRoot, filepath.Join(work, "tree-l"), refL); err != nil {
+		if err := s.commitImage(lRoot, filepath.Join(work, "tree-l"), refL, o.LMeta); err != nil {
 			return fmt.Errorf("committing L: %w", err)
 		}
-		if err := s.commitImage(bRoot, filepath.Join(work, "tree-b"), refB); err != nil {
+		if err := s.commitImage(bRoot, filepath.Join(work, "tree-b"), refB, o.BMeta); err != nil {
 			return fmt.Errorf("committing B: %w", err)
 		}
 		lDeploy, _, err := s.deploy(refL)
@@ -201,12 +218,15 @@ func (s sysroot) init() error {
 // ostree-container import lays it out, and commits it to ref. The commit
 // keeps owners, modes, contents and symlink targets; it drops xattrs,
 // which the /etc merge ignores.
-func (s sysroot) commitImage(imageRoot, stage, ref string) error {
+func (s sysroot) commitImage(imageRoot, stage, ref string, meta map[string]string) error {
 	if err := stageTree(imageRoot, stage); err != nil {
 		return err
 	}
-	_, err := run(ostreeEnv, "ostree", "commit", "--repo="+s.repo(), "--branch="+ref,
-		"--tree=dir="+stage, "--no-xattrs", "--subject="+ref)
+	args := []string{"commit", "--repo=" + s.repo(), "--branch=" + ref, "--tree=dir=" + stage, "--no-xattrs", "--subject=" + ref}
+	for _, k := range slices.Sorted(maps.Keys(meta)) {
+		args = append(args, "--add-metadata-string="+k+"="+meta[k])
+	}
+	_, err := run(ostreeEnv, "ostree", args...)
 	return err
 }
 
