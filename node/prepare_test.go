@@ -110,6 +110,20 @@ func baseTree(t *testing.T, dir string) {
 // the node modifies two files. It returns the state and the rendering.
 func setup(t *testing.T) (ostreetest.Staged, []*machineconfig.MachineConfig, *manifest.Manifest) {
 	t.Helper()
+	return setupWith(t, ostreetest.StageOptions{MCDWrite: func(etc string) error {
+		// The MCD wrote what L baked (the same bytes), so the node's /etc
+		// is L's defaults; then the node changes two files.
+		if err := os.WriteFile(filepath.Join(etc, "mcbake", "modified.conf"), []byte("the node's own\n"), 0o644); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(etc, "kubernetes", "kubelet-ca.crt"), []byte("ca v2, rotated\n"), 0o644)
+	}})
+}
+
+// setupWith is setup with o's commit metadata and MCD writes (o.L and
+// o.B are filled in).
+func setupWith(t *testing.T, o ostreetest.StageOptions) (ostreetest.Staged, []*machineconfig.MachineConfig, *manifest.Manifest) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: ostree deploys and owners")
 	}
@@ -137,15 +151,8 @@ func setup(t *testing.T) (ostreetest.Staged, []*machineconfig.MachineConfig, *ma
 	}
 	baseTree(t, lRoot)
 	bake(t, lRoot, res)
-	st := ostreetest.Stage(t, lRoot, bRoot, func(etc string) error {
-		// The MCD wrote what L baked (the same bytes), so the node's /etc
-		// is L's defaults; then the node changes two files.
-		if err := os.WriteFile(filepath.Join(etc, "mcbake", "modified.conf"), []byte("the node's own\n"), 0o644); err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(etc, "kubernetes", "kubelet-ca.crt"), []byte("ca v2, rotated\n"), 0o644)
-	})
-	return st, mcs, m
+	o.L, o.B = lRoot, bRoot
+	return ostreetest.StageWith(t, o), mcs, m
 }
 
 // bake writes the rendering into the root as a layer would.
@@ -174,21 +181,13 @@ func deployments(t *testing.T, st ostreetest.Staged) (*node.Sysroot, *node.Deplo
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds, err := s.Deployments()
+	booted, err := s.Deployment(st.Booted)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var booted, staged *node.Deployment
-	for i := range ds {
-		switch ds[i].Dir {
-		case st.Booted:
-			booted = &ds[i]
-		case st.Staged:
-			staged = &ds[i]
-		}
-	}
-	if booted == nil || staged == nil {
-		t.Fatalf("Deployments() = %+v, want %s and %s", ds, st.Booted, st.Staged)
+	staged, err := s.Deployment(st.Staged)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return s, booted, staged
 }
@@ -647,28 +646,7 @@ func imageRef(m, c, d string) revert.ImageRef {
 // accept a plan for a converted copy of the images the deployments were
 // made from, and refuse one for other images.
 func TestPlanImages(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: ostree deploys and owners")
-	}
-	mcs, err := machineconfig.Parse("prepare.yaml", []byte(prepareMC))
-	if err != nil {
-		t.Fatal(err)
-	}
-	top := t.TempDir()
-	bRoot, lRoot := filepath.Join(top, "b"), filepath.Join(top, "l")
-	baseTree(t, bRoot)
-	base, err := render.OpenDir(bRoot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := render.Render(machineconfig.Merge(mcs), base)
-	base.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	baseTree(t, lRoot)
-	bake(t, lRoot, res)
-	st := ostreetest.StageWith(t, ostreetest.StageOptions{L: lRoot, B: bRoot, MCDWrite: func(string) error { return nil },
+	st, mcs, _ := setupWith(t, ostreetest.StageOptions{MCDWrite: func(string) error { return nil },
 		LMeta: imageMeta("L manifest", "L config", "L layer"), BMeta: imageMeta("B manifest", "B config", "B layer")})
 	s, booted, staged := deployments(t, st)
 	dry, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, DryRun: true})

@@ -111,6 +111,18 @@ func (s *Sysroot) Deployments() ([]Deployment, error) {
 	return out, nil
 }
 
+// Deployment returns the deployment whose root directory is dir.
+func (s *Sysroot) Deployment(dir string) (*Deployment, error) {
+	ds, err := s.Deployments()
+	if err != nil {
+		return nil, err
+	}
+	if d := byDir(ds, filepath.Clean(dir)); d != nil {
+		return d, nil
+	}
+	return nil, fmt.Errorf("sysroot %s: %s is not one of its deployments", s.Path, dir)
+}
+
 // parseDeployment reads a deployment directory's name, CHECKSUM.SERIAL.
 func parseDeployment(stateroot, dir, name string) (Deployment, bool) {
 	csum, serial, ok := strings.Cut(name, ".")

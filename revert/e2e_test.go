@@ -246,18 +246,13 @@ func e2ePrepare(t *testing.T, rep *revert.Report, l *e2eImage, b *e2eBase, store
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds, err := s.Deployments()
+	booted, err := s.Deployment(st.Booted)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var booted, staged *node.Deployment
-	for i := range ds {
-		switch ds[i].Dir {
-		case st.Booted:
-			booted = &ds[i]
-		case st.Staged:
-			staged = &ds[i]
-		}
+	staged, err := s.Deployment(st.Staged)
+	if err != nil {
+		t.Fatal(err)
 	}
 	rec, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: l.mcs})
 	if err != nil {
