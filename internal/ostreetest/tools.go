@@ -1,93 +1,18 @@
 package ostreetest
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
-	"time"
-)
 
-// aptTimeout bounds one apt-get run: waiting for another apt-get's lock
-// included.
-const aptTimeout = 10 * time.Minute
-
-var (
-	toolsMu sync.Mutex
-	// toolErrs remembers each tool's outcome so that apt-get runs at most
-	// once per tool and test binary.
-	toolErrs = map[string]error{}
+	"github.com/mcbake/mcbake/internal/debpkg"
 )
 
 // ensureTool makes sure bin is on PATH, installing the Debian package pkg
-// with apt-get when it is missing and we are root. Safe for concurrent use.
-func ensureTool(bin, pkg string) error {
-	toolsMu.Lock()
-	defer toolsMu.Unlock()
-	if err, done := toolErrs[bin]; done {
-		return err
-	}
-	err := lookOrInstall(bin, pkg)
-	toolErrs[bin] = err
-	return err
-}
-
-func lookOrInstall(bin, pkg string) error {
-	if _, err := exec.LookPath(bin); err == nil {
-		return nil
-	}
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("%s is not installed (Debian package %s) and installing it needs root", bin, pkg)
-	}
-	apt, err := exec.LookPath("apt-get")
-	if err != nil {
-		return fmt.Errorf("%s is not installed (Debian package %s) and there is no apt-get", bin, pkg)
-	}
-	if err := aptInstall(apt, pkg); err != nil {
-		return fmt.Errorf("installing %s: %w", pkg, err)
-	}
-	if _, err := exec.LookPath(bin); err != nil {
-		return fmt.Errorf("package %s installed but %w", pkg, err)
-	}
-	return nil
-}
-
-// aptInstall installs pkg, refreshing the package lists once if the first
-// attempt fails (a fresh machine may have none).
-func aptInstall(apt, pkg string) error {
-	install := []string{"-y", "-q", "-o", "DPkg::Lock::Timeout=300", "install", "--no-install-recommends", pkg}
-	if runApt(apt, install...) == nil {
-		return nil
-	}
-	if err := runApt(apt, "-q", "-o", "DPkg::Lock::Timeout=300", "update"); err != nil {
-		return err
-	}
-	return runApt(apt, install...)
-}
-
-func runApt(apt string, args ...string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), aptTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, apt, args...)
-	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("apt-get %s: %w: %s", strings.Join(args, " "), err, lastLines(out, 5))
-	}
-	return nil
-}
-
-// lastLines returns the last n lines of out, for error messages.
-func lastLines(out []byte, n int) string {
-	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+// with apt-get when it is missing and we are root.
+func ensureTool(bin, pkg string) error { return debpkg.Ensure(bin, pkg) }
 
 // run runs a command and returns its combined output; a failure carries
 // the command line and the output.

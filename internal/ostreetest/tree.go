@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 )
 
-// droppedDirs are the top-level directories whose contents
+// DroppedDirs are the top-level directories whose contents
 // ostree-container import drops (the directories themselves stay).
-var droppedDirs = []string{"run", "tmp", "proc", "sys", "dev"}
+var DroppedDirs = []string{"run", "tmp", "proc", "sys", "dev"}
 
 // Fake boot files, added to a tree without a kernel so that ostree admin
 // deploy accepts it. They live under /usr, outside the /etc merge.
@@ -21,17 +21,17 @@ const (
 
 // stageTree copies the image root src to dst (which must not exist) and
 // lays it out as ostree-container import commits an image: /etc moved to
-// /usr/etc, the contents of droppedDirs removed, and a fake kernel and
+// /usr/etc, the contents of DroppedDirs removed, and a fake kernel and
 // os-release added when the image has none.
 func stageTree(src, dst string) error {
 	if _, err := run(nil, "cp", "-a", "--", src+"/.", dst); err != nil {
 		return fmt.Errorf("copying the image root: %w", err)
 	}
-	if err := moveEtc(dst); err != nil {
+	if err := MoveEtc(dst); err != nil {
 		return err
 	}
-	for _, d := range droppedDirs {
-		if err := emptyDir(filepath.Join(dst, d)); err != nil {
+	for _, d := range DroppedDirs {
+		if err := EmptyDir(filepath.Join(dst, d)); err != nil {
 			return err
 		}
 	}
@@ -44,9 +44,9 @@ func stageTree(src, dst string) error {
 	return nil
 }
 
-// moveEtc moves root/etc to root/usr/etc. A tree already in ostree layout
+// MoveEtc moves root/etc to root/usr/etc. A tree already in ostree layout
 // (usr/etc and no etc) is accepted as it is.
-func moveEtc(root string) error {
+func MoveEtc(root string) error {
 	etc, usrEtc := filepath.Join(root, "etc"), filepath.Join(root, "usr", "etc")
 	etcFi, etcErr := os.Lstat(etc)
 	_, usrEtcErr := os.Lstat(usrEtc)
@@ -68,9 +68,9 @@ func moveEtc(root string) error {
 	return os.Rename(etc, usrEtc)
 }
 
-// emptyDir removes the contents of dir when it is a directory (not a
+// EmptyDir removes the contents of dir when it is a directory (not a
 // symlink); a missing dir is fine.
-func emptyDir(dir string) error {
+func EmptyDir(dir string) error {
 	fi, err := os.Lstat(dir)
 	if errors.Is(err, fs.ErrNotExist) || (err == nil && !fi.IsDir()) {
 		return nil

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcbake/mcbake/internal/debpkg"
+	"github.com/mcbake/mcbake/internal/ostreetest"
 	"golang.org/x/sys/unix"
 )
 
@@ -260,7 +262,7 @@ func buildRootfs(ctx context.Context, dir, mirror string) error {
 	cmd := exec.CommandContext(ctx, "mmdebstrap", args...)
 	cmd.Stdin = nil // mmdebstrap reads mirrors from a non-terminal stdin otherwise
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("mmdebstrap: %w: %s", err, lastLines(out, 15))
+		return fmt.Errorf("mmdebstrap: %w: %s", err, debpkg.LastLines(out, 15))
 	}
 	return bake(ctx, dir)
 }
@@ -276,7 +278,7 @@ func bake(ctx context.Context, root string) error {
 	if err := os.Rename(filepath.Join(root, "boot", "vmlinuz-"+kver), filepath.Join(modDir, "vmlinuz")); err != nil {
 		return fmt.Errorf("moving the kernel: %w", err)
 	}
-	if err := emptyDir(filepath.Join(root, "boot")); err != nil {
+	if err := ostreetest.EmptyDir(filepath.Join(root, "boot")); err != nil {
 		return err
 	}
 	if err := pruneModules(modDir, keepModules); err != nil {
@@ -437,26 +439,4 @@ func writeFile(p string, data []byte, mode os.FileMode) error {
 		return err
 	}
 	return os.Chmod(p, mode)
-}
-
-// emptyDir removes the contents of dir when it is a directory (not a
-// symlink); a missing dir is fine.
-func emptyDir(dir string) error {
-	fi, err := os.Lstat(dir)
-	if errors.Is(err, fs.ErrNotExist) || (err == nil && !fi.IsDir()) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range ents {
-		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-			return err
-		}
-	}
-	return nil
 }

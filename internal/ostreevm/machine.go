@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcbake/mcbake/internal/debpkg"
+	"github.com/mcbake/mcbake/internal/ostreetest"
 	"golang.org/x/sys/unix"
 )
 
@@ -147,10 +149,6 @@ func (m *Machine) initSysroot() error {
 
 var errDiskBuilt = errors.New("ostreevm: the disk is built (Run was called); the host sysroot is gone")
 
-// droppedDirs are the top-level directories whose contents
-// ostree-container import drops (the directories themselves stay).
-var droppedDirs = []string{"run", "tmp", "proc", "sys", "dev"}
-
 // Commit commits the image root rootfs (a directory as unpacked from an OCI
 // image, etc at /etc) to ref in the machine's repository and returns the
 // commit checksum. Like ostree-container import it commits /etc as
@@ -182,11 +180,11 @@ func (m *Machine) CommitWithMetadata(rootfs, ref string, meta map[string]string)
 			return "", fmt.Errorf("copying %s: %w", rootfs, errors.Join(err, err2))
 		}
 	}
-	if err := moveEtc(stage); err != nil {
+	if err := ostreetest.MoveEtc(stage); err != nil {
 		return "", err
 	}
-	for _, d := range droppedDirs {
-		if err := emptyDir(filepath.Join(stage, d)); err != nil {
+	for _, d := range ostreetest.DroppedDirs {
+		if err := ostreetest.EmptyDir(filepath.Join(stage, d)); err != nil {
 			return "", err
 		}
 	}
@@ -211,27 +209,6 @@ func (m *Machine) CommitWithMetadata(rootfs, ref string, meta map[string]string)
 		return "", fmt.Errorf("ostree commit printed %q, want a checksum", out)
 	}
 	return csum, nil
-}
-
-// moveEtc moves root/etc to root/usr/etc. A tree already in ostree layout
-// (usr/etc and no etc) is accepted as it is.
-func moveEtc(root string) error {
-	etc, usrEtc := filepath.Join(root, "etc"), filepath.Join(root, "usr", "etc")
-	etcFi, etcErr := os.Lstat(etc)
-	_, usrEtcErr := os.Lstat(usrEtc)
-	switch {
-	case etcErr == nil && !etcFi.IsDir():
-		return fmt.Errorf("image /etc is a %s, not a directory", etcFi.Mode().Type())
-	case etcErr == nil && usrEtcErr == nil:
-		return errors.New("image has both /etc and /usr/etc")
-	case errors.Is(etcErr, fs.ErrNotExist) && usrEtcErr == nil:
-		return nil
-	case errors.Is(etcErr, fs.ErrNotExist):
-		return errors.New("image has no /etc")
-	case etcErr != nil:
-		return etcErr
-	}
-	return os.Rename(etc, usrEtc)
 }
 
 // checkKernel requires a regular usr/lib/modules/*/vmlinuz with an
@@ -379,7 +356,7 @@ type StepError struct {
 }
 
 func (e *StepError) Error() string {
-	return fmt.Sprintf("ostreevm: boot %d: step exited %d:\n%s", e.Boot, e.Exit, lastLines([]byte(e.Log), 20))
+	return fmt.Sprintf("ostreevm: boot %d: step exited %d:\n%s", e.Boot, e.Exit, debpkg.LastLines([]byte(e.Log), 20))
 }
 
 // Run boots the machine once per step and returns what each boot did.
@@ -586,7 +563,7 @@ func (m *Machine) boot(ctx context.Context, n int) (BootResult, error) {
 		stopErr = fmt.Errorf("boot %d: the guest stopped before the test driver finished", n)
 	}
 	if stopErr != nil {
-		return r, fmt.Errorf("ostreevm: %w; console (%s) ends:\n%s", stopErr, console, lastLines([]byte(r.Console), 40))
+		return r, fmt.Errorf("ostreevm: %w; console (%s) ends:\n%s", stopErr, console, debpkg.LastLines([]byte(r.Console), 40))
 	}
 	return r, nil
 }

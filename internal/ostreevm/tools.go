@@ -3,13 +3,13 @@ package ostreevm
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
-	"time"
+
+	"github.com/mcbake/mcbake/internal/debpkg"
 )
 
 // hostTools are the commands the harness runs on the host, with the Debian
@@ -23,10 +23,6 @@ var hostTools = []struct{ bin, pkg string }{
 	{"debugfs", "e2fsprogs"},
 	{"e2fsck", "e2fsprogs"},
 }
-
-// aptTimeout bounds one apt-get run, waiting for another apt-get's lock
-// included.
-const aptTimeout = 10 * time.Minute
 
 var (
 	availOnce sync.Once
@@ -63,7 +59,7 @@ func available() (bool, string) {
 		}
 	}
 	if len(missing) > 0 {
-		if err := aptInstall(missing...); err != nil {
+		if err := debpkg.Install(missing...); err != nil {
 			return false, fmt.Sprintf("installing %s: %v", strings.Join(missing, " "), err)
 		}
 	}
@@ -84,44 +80,6 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// aptInstall installs pkgs with apt-get, refreshing the package lists once
-// if the first attempt fails (a fresh machine may have none).
-func aptInstall(pkgs ...string) error {
-	apt, err := exec.LookPath("apt-get")
-	if err != nil {
-		return errors.New("no apt-get")
-	}
-	install := append([]string{"-y", "-q", "-o", "DPkg::Lock::Timeout=300", "install", "--no-install-recommends"}, pkgs...)
-	if runApt(apt, install...) == nil {
-		return nil
-	}
-	if err := runApt(apt, "-q", "-o", "DPkg::Lock::Timeout=300", "update"); err != nil {
-		return err
-	}
-	return runApt(apt, install...)
-}
-
-func runApt(apt string, args ...string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), aptTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, apt, args...)
-	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("apt-get %s: %w: %s", strings.Join(args, " "), err, lastLines(out, 5))
-	}
-	return nil
-}
-
-// lastLines returns the last n lines of out, for error messages.
-func lastLines(out []byte, n int) string {
-	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
 // run runs a command with extra environment env and returns its standard
 // output; a failure carries the command line and the last lines of its
 // combined output.
@@ -132,7 +90,7 @@ func run(ctx context.Context, env []string, name string, args ...string) (string
 	cmd.Stdout = &stdout
 	cmd.Stderr = &both
 	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(lastLines(append(stdout.Bytes(), both.Bytes()...), 15))
+		msg := strings.TrimSpace(debpkg.LastLines(append(stdout.Bytes(), both.Bytes()...), 15))
 		return stdout.String(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, msg)
 	}
 	return stdout.String(), nil

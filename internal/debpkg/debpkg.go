@@ -1,0 +1,91 @@
+// Package debpkg installs the Debian packages tests need, when they are
+// missing and the test runs as root (make test on a fresh CI machine):
+// Ensure finds a command or installs its package, once per process.
+package debpkg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+)
+
+// aptTimeout bounds one apt-get run.
+const aptTimeout = 10 * time.Minute
+
+var (
+	mu   sync.Mutex
+	done = map[string]error{} // bin -> the outcome of ensuring it
+)
+
+// Ensure makes sure bin is on PATH, installing the Debian package pkg with
+// apt-get when it is missing and the process is root. Each bin is tried
+// once per process. Safe for concurrent use.
+func Ensure(bin, pkg string) error {
+	mu.Lock()
+	defer mu.Unlock()
+	if err, ok := done[bin]; ok {
+		return err
+	}
+	err := lookOrInstall(bin, pkg)
+	done[bin] = err
+	return err
+}
+
+func lookOrInstall(bin, pkg string) error {
+	if _, err := exec.LookPath(bin); err == nil {
+		return nil
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("%s is not installed (Debian package %s) and installing it needs root", bin, pkg)
+	}
+	if err := Install(pkg); err != nil {
+		return fmt.Errorf("installing %s: %w", pkg, err)
+	}
+	if _, err := exec.LookPath(bin); err != nil {
+		return fmt.Errorf("package %s installed but %w", pkg, err)
+	}
+	return nil
+}
+
+// Install installs pkgs with apt-get, refreshing the package lists once
+// if the first attempt fails (a fresh machine may have none).
+func Install(pkgs ...string) error {
+	apt, err := exec.LookPath("apt-get")
+	if err != nil {
+		return errors.New("no apt-get")
+	}
+	install := append([]string{"-y", "-q", "-o", "DPkg::Lock::Timeout=300", "install", "--no-install-recommends"}, pkgs...)
+	if runApt(apt, install...) == nil {
+		return nil
+	}
+	if err := runApt(apt, "-q", "-o", "DPkg::Lock::Timeout=300", "update"); err != nil {
+		return err
+	}
+	return runApt(apt, install...)
+}
+
+func runApt(apt string, args ...string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), aptTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, apt, args...)
+	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("apt-get %s: %w: %s", strings.Join(args, " "), err, LastLines(out, 5))
+	}
+	return nil
+}
+
+// LastLines returns the last n lines of out, for error messages.
+func LastLines(out []byte, n int) string {
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
