@@ -10,7 +10,6 @@
 package machineconfig
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -19,9 +18,10 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
-	"sigs.k8s.io/yaml"
+	yamlv2 "go.yaml.in/yaml/v2"
 )
 
 // Stdin is the file name that means standard input.
@@ -158,15 +158,16 @@ func Parse(file string, data []byte) ([]*MachineConfig, error) {
 	return parseStream(file, data)
 }
 
-// parseStream splits a YAML/JSON stream into documents, expands Lists, and
-// parses every MachineConfig found.
+// parseStream decodes a YAML/JSON stream document by document, expands
+// Lists, and parses every MachineConfig found.
 func parseStream(file string, data []byte) ([]*MachineConfig, error) {
+	docs, err := Documents(data)
 	var mcs []*MachineConfig
 	var errs []error
-	for i, doc := range splitDocuments(data) {
-		objs, err := documentObjects(doc)
+	for _, doc := range docs {
+		objs, err := documentObjects(doc.JSON)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: document %d: %w", file, i+1, err))
+			errs = append(errs, fmt.Errorf("%s: document %d: %w", file, doc.Index, err))
 			continue
 		}
 		for _, obj := range objs {
@@ -179,52 +180,113 @@ func parseStream(file string, data []byte) ([]*MachineConfig, error) {
 			}
 		}
 	}
+	if err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", file, err))
+	}
 	return mcs, errors.Join(errs...)
 }
 
-// splitDocuments splits a multi-document YAML stream at "---" separator
-// lines, dropping documents that hold only whitespace and comments.
-func splitDocuments(data []byte) [][]byte {
-	var docs [][]byte
-	var cur bytes.Buffer
-	flush := func() {
-		if hasContent(cur.Bytes()) {
-			docs = append(docs, bytes.Clone(cur.Bytes()))
+// Document is one document of a YAML stream, as JSON.
+type Document struct {
+	// Index counts the stream's documents from 1, empty ones included.
+	Index int
+	JSON  []byte
+}
+
+// Documents decodes a YAML stream (JSON is YAML) with a YAML parser, not
+// by splitting lines: "--- # comment" and "--- {inline}" start documents,
+// "..." ends one, a byte-order mark and CRLF line ends are read as YAML
+// reads them, and documents that hold nothing (only comments) are
+// dropped. Each document is converted to JSON exactly as
+// sigs.k8s.io/yaml's YAMLToJSON converts it (YAML 1.1 scalars, as kubectl
+// and oc read manifests: mode: 0644 is 420). A syntax error ends the
+// stream: the documents before it are returned with the error, which
+// names the document.
+func Documents(data []byte) ([]Document, error) {
+	dec := yamlv2.NewDecoder(bytes.NewReader(data))
+	var docs []Document
+	for i := 1; ; i++ {
+		var v any
+		err := dec.Decode(&v)
+		if errors.Is(err, io.EOF) {
+			return docs, nil
 		}
-		cur.Reset()
-	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 64*1024), len(data)+1)
-	for sc.Scan() {
-		line := sc.Bytes()
-		if bytes.HasPrefix(line, []byte("---")) && len(bytes.TrimSpace(line[3:])) == 0 {
-			flush()
+		if err != nil {
+			return docs, fmt.Errorf("document %d: %w", i, err)
+		}
+		if v == nil {
 			continue
 		}
-		cur.Write(line)
-		cur.WriteByte('\n')
-	}
-	flush()
-	return docs
-}
-
-func hasContent(doc []byte) bool {
-	for _, line := range bytes.Split(doc, []byte("\n")) {
-		t := bytes.TrimSpace(line)
-		if len(t) > 0 && t[0] != '#' {
-			return true
+		obj, err := jsonable(v)
+		if err != nil {
+			return docs, fmt.Errorf("document %d: %w", i, err)
 		}
+		js, err := json.Marshal(obj)
+		if err != nil {
+			return docs, fmt.Errorf("document %d: %w", i, err)
+		}
+		docs = append(docs, Document{Index: i, JSON: js})
 	}
-	return false
 }
 
-// documentObjects converts one document to JSON and expands a List or
-// MachineConfigList into its items.
-func documentObjects(doc []byte) ([]json.RawMessage, error) {
-	js, err := yaml.YAMLToJSON(doc)
-	if err != nil {
-		return nil, err
+// jsonable converts a value decoded by yaml.v2 to one encoding/json
+// encodes: map keys become strings, as sigs.k8s.io/yaml's YAMLToJSON
+// turns them (without a target type).
+func jsonable(v any) (any, error) {
+	switch t := v.(type) {
+	case map[any]any:
+		m := make(map[string]any, len(t))
+		for k, val := range t {
+			ks, err := keyString(k)
+			if err != nil {
+				return nil, err
+			}
+			if m[ks], err = jsonable(val); err != nil {
+				return nil, err
+			}
+		}
+		return m, nil
+	case []any:
+		out := make([]any, len(t))
+		for i, val := range t {
+			var err error
+			if out[i], err = jsonable(val); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
 	}
+	return v, nil
+}
+
+func keyString(k any) (string, error) {
+	switch t := k.(type) {
+	case string:
+		return t, nil
+	case int:
+		return strconv.Itoa(t), nil
+	case int64:
+		return strconv.FormatInt(t, 10), nil
+	case float64:
+		s := strconv.FormatFloat(t, 'g', -1, 32)
+		switch s {
+		case "+Inf":
+			s = ".inf"
+		case "-Inf":
+			s = "-.inf"
+		case "NaN":
+			s = ".nan"
+		}
+		return s, nil
+	case bool:
+		return strconv.FormatBool(t), nil
+	}
+	return "", fmt.Errorf("unsupported map key of type %T: %v", k, k)
+}
+
+// documentObjects expands a List or MachineConfigList document into its
+// items.
+func documentObjects(js []byte) ([]json.RawMessage, error) {
 	var head struct {
 		Kind  string            `json:"kind"`
 		Items []json.RawMessage `json:"items"`
