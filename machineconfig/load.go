@@ -30,8 +30,16 @@ const Stdin = "-"
 // Load reads every MachineConfig from the given files or directories ("-"
 // reads stdin) and parses each. Directories contribute their *.yaml, *.yml
 // and *.json files, sorted by name, not recursing. The result is sorted by
-// MachineConfig name; two MachineConfigs with the same name are an error.
+// MachineConfig name; two MachineConfigs with the same name are an error,
+// and so is a set no single pool merges (see Pool) or the MCO would not
+// merge (CheckMerge). It is LoadForPool with the pool inferred.
 func Load(paths []string, stdin io.Reader) ([]*MachineConfig, error) {
+	return LoadForPool(paths, stdin, "")
+}
+
+// LoadForPool is Load for the MachineConfigPool pool ("" = inferred from
+// the role labels): the MachineConfigs are those ForPool returns.
+func LoadForPool(paths []string, stdin io.Reader, pool string) ([]*MachineConfig, error) {
 	srcs, err := ReadInputs(paths, stdin)
 	if err != nil {
 		return nil, err
@@ -48,8 +56,15 @@ func Load(paths []string, stdin io.Reader) ([]*MachineConfig, error) {
 	if err := CheckDuplicateNames(mcs); err != nil {
 		errs = append(errs, err)
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+	if len(errs) == 0 {
+		var err error
+		if mcs, err = ForPool(mcs, pool); err != nil {
+			return nil, err
+		}
+		errs = append(errs, CheckMerge(mcs))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	if len(mcs) == 0 {
 		return nil, fmt.Errorf("no MachineConfig found in %s", strings.Join(paths, ", "))

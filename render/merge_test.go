@@ -1,0 +1,44 @@
+package render
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestRenderGzipOverriddenByPlain: an earlier MachineConfig's gzip file
+// overridden by a later plain one renders plain, as the MCO merges it
+// (it used to fail with "invalid gzip content").
+func TestRenderGzipOverriddenByPlain(t *testing.T) {
+	gzipped := mcDoc("00-gzip", `"storage":{"files":[{"path":"/etc/x","contents":{"compression":"gzip","source":"`+base64URL(gz(t, []byte("zipped\n")))+`"}}]}`)
+	plain := mcDoc("99-plain", `"storage":{"files":[{"path":"/etc/x","contents":{"source":"data:,plain%0A"}}]}`)
+	res, err := renderDocs(t, nil, plain, gzipped)
+	if err != nil {
+		t.Fatalf("Render(gzip, then plain) = %v", err)
+	}
+	if got, _ := content(res, "/etc/x"); got != "plain\n" {
+		t.Errorf("Render(gzip, then plain) /etc/x = %q, want %q", got, "plain\n")
+	}
+	res, err = renderDocs(t, nil, gzipped)
+	if err != nil {
+		t.Fatalf("Render(gzip) = %v", err)
+	}
+	if got, _ := content(res, "/etc/x"); got != "zipped\n" {
+		t.Errorf("Render(gzip) /etc/x = %q, want %q", got, "zipped\n")
+	}
+}
+
+// TestRenderCustomPool: a custom pool's own MachineConfig wins over a
+// worker one with the same file, whatever their names.
+func TestRenderCustomPool(t *testing.T) {
+	worker := strings.Replace(mcDoc("99-worker", `"storage":{"files":[{"path":"/etc/x","contents":{"source":"data:,worker"}}]}`),
+		`"metadata":{`, `"metadata":{"labels":{"machineconfiguration.openshift.io/role":"worker"},`, 1)
+	infra := strings.Replace(mcDoc("10-infra", `"storage":{"files":[{"path":"/etc/x","contents":{"source":"data:,infra"}}]}`),
+		`"metadata":{`, `"metadata":{"labels":{"machineconfiguration.openshift.io/role":"infra"},`, 1)
+	res, err := renderDocs(t, nil, worker, infra)
+	if err != nil {
+		t.Fatalf("Render(worker, infra) = %v", err)
+	}
+	if got, _ := content(res, "/etc/x"); got != "infra" {
+		t.Errorf("Render(99-worker, 10-infra) /etc/x = %q, want the infra pool's own %q", got, "infra")
+	}
+}
