@@ -449,8 +449,8 @@ func TestLoadErrors(t *testing.T) {
 		args:  []string{"a.json"},
 		want:  "a.json: 00-a: spec.config.ignition.version: unsupported config version",
 	}, {
-		name:  "spec 2 config",
-		files: map[string]string{"a.json": mcJSON("00-a", ign("2.2.0", ""))},
+		name:  "spec 2.3 config (the MCO converts only up to 2.2)",
+		files: map[string]string{"a.json": mcJSON("00-a", ign("2.3.0", ""))},
 		args:  []string{"a.json"},
 		want:  "a.json: 00-a: spec.config.ignition.version: unsupported config version",
 	}, {

@@ -5,7 +5,6 @@ import (
 	"path"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/mcbake/mcbake/machineconfig"
@@ -161,15 +160,29 @@ func (c *checker) pathOf(mc, field string) string {
 	if m[3] != "" {
 		return path.Join(render.UnitDir, m[3])
 	}
-	i, _ := strconv.Atoi(m[2])
+	// The field indexes the config as written; mc.Ignition's items are
+	// found by their own fields (a converted spec 2 config folds files).
+	item := fmt.Sprintf("spec.config.storage.%s[%s]", m[1], m[2])
 	st := cfg.Ignition.Storage
-	switch {
-	case m[1] == "files" && i < len(st.Files):
-		return st.Files[i].Path
-	case m[1] == "directories" && i < len(st.Directories):
-		return st.Directories[i].Path
-	case m[1] == "links" && i < len(st.Links):
-		return st.Links[i].Path
+	var paths []string
+	switch m[1] {
+	case "files":
+		for _, f := range st.Files {
+			paths = append(paths, f.Path)
+		}
+	case "directories":
+		for _, d := range st.Directories {
+			paths = append(paths, d.Path)
+		}
+	case "links":
+		for _, l := range st.Links {
+			paths = append(paths, l.Path)
+		}
+	}
+	for i, p := range paths {
+		if cfg.Field(fmt.Sprintf("spec.config.storage.%s[%d]", m[1], i)) == item {
+			return p
+		}
 	}
 	return ""
 }
