@@ -3,6 +3,8 @@ package render
 import (
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestRenderGzipOverriddenByPlain: an earlier MachineConfig's gzip file
@@ -40,5 +42,34 @@ func TestRenderCustomPool(t *testing.T) {
 	}
 	if got, _ := content(res, "/etc/x"); got != "infra" {
 		t.Errorf("Render(99-worker, 10-infra) /etc/x = %q, want the infra pool's own %q", got, "infra")
+	}
+}
+
+// TestManifestMarksCertificateWriterFiles: the files the certificate
+// writer manages are marked in the manifest, every other entry is not.
+func TestManifestMarksCertificateWriterFiles(t *testing.T) {
+	res, err := renderDocs(t, nil, mcDoc("00-ca", `"storage":{"files":[`+
+		`{"path":"/etc/kubernetes/kubelet-ca.crt","contents":{"source":"data:,ca"}},`+
+		`{"path":"/etc/kubernetes/static-pod-resources/configmaps/cloud-config/ca-bundle.pem","contents":{"source":"data:,cloud"}},`+
+		`{"path":"/etc/pki/ca-trust/source/anchors/openshift-config-user-ca-bundle.crt","contents":{"source":"data:,user"}},`+
+		`{"path":"/etc/mco/internal-registry-pull-secret.json","contents":{"source":"data:,%7B%7D"}},`+
+		`{"path":"/etc/kubernetes/kubelet.conf","contents":{"source":"data:,conf"}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, e := range res.Manifest(nil).Entries {
+		if e.Managed != "" {
+			got[e.Path] = e.Managed
+		}
+	}
+	want := map[string]string{
+		"/etc/kubernetes/kubelet-ca.crt":                                             "certificate-writer",
+		"/etc/kubernetes/static-pod-resources/configmaps/cloud-config/ca-bundle.pem": "certificate-writer",
+		"/etc/pki/ca-trust/source/anchors/openshift-config-user-ca-bundle.crt":       "certificate-writer",
+		"/etc/mco/internal-registry-pull-secret.json":                                "certificate-writer",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Manifest() managed entries (-want +got):\n%s", diff)
 	}
 }
