@@ -58,6 +58,7 @@ func newChecker(in *loaded, b *baseInput, img *imageInput, strict bool) *checker
 // earlier ones found (items with errors are pruned before rendering).
 func (c *checker) run() {
 	c.refusals()
+	c.specFields()
 	c.conflicts()
 	c.zones()
 	c.units()
