@@ -1,6 +1,7 @@
 // Package machineconfig reads MachineConfigs (YAML or JSON; single objects,
-// Lists and multi-document streams; files, directories or stdin), parses
-// their Ignition configs (spec 3.0 to 3.5), refuses what the
+// Lists and multi-document streams; Butane configs of the openshift
+// variant; files, directories or stdin), parses their Ignition configs
+// (spec 3.0 to 3.5, and spec 2 converted as the MCO does), refuses what the
 // machine-config-daemon cannot apply, and merges several MachineConfigs the
 // way the Machine Config Operator does.
 //
@@ -28,8 +29,10 @@ import (
 const Stdin = "-"
 
 // Load reads every MachineConfig from the given files or directories ("-"
-// reads stdin) and parses each. Directories contribute their *.yaml, *.yml
-// and *.json files, sorted by name, not recursing. The result is sorted by
+// reads stdin) and parses each. Directories contribute their *.yaml, *.yml,
+// *.json and *.bu files, sorted by name, not recursing; a Butane config
+// (by extension, or a top-level variant) is translated to the
+// MachineConfig it makes. The result is sorted by
 // MachineConfig name; two MachineConfigs with the same name are an error,
 // and so is a set no single pool merges (see Pool) or the MCO would not
 // merge (CheckMerge). It is LoadForPool with the pool inferred.
@@ -125,7 +128,7 @@ func expand(paths []string) ([]string, error) {
 			return nil, err
 		}
 		if len(found) == 0 {
-			return nil, fmt.Errorf("%s: no *.yaml, *.yml or *.json file in directory", p)
+			return nil, fmt.Errorf("%s: no *.yaml, *.yml, *.json or *.bu file in directory", p)
 		}
 		files = append(files, found...)
 	}
@@ -140,7 +143,7 @@ func configFiles(dir string) ([]string, error) {
 	var files []string
 	for _, e := range ents {
 		switch strings.ToLower(filepath.Ext(e.Name())) {
-		case ".yaml", ".yml", ".json":
+		case ".yaml", ".yml", ".json", ButaneExt:
 			if !e.IsDir() {
 				files = append(files, filepath.Join(dir, e.Name()))
 			}
@@ -174,8 +177,15 @@ func Parse(file string, data []byte) ([]*MachineConfig, error) {
 }
 
 // parseStream decodes a YAML/JSON stream document by document, expands
-// Lists, and parses every MachineConfig found.
+// Lists, and parses every MachineConfig found; a Butane config is
+// translated to its MachineConfig first.
 func parseStream(file string, data []byte) ([]*MachineConfig, error) {
+	if IsButane(file, data) {
+		var err error
+		if data, err = fromButane(file, data); err != nil {
+			return nil, err
+		}
+	}
 	docs, err := Documents(data)
 	var mcs []*MachineConfig
 	var errs []error

@@ -507,7 +507,7 @@ func TestLoadErrors(t *testing.T) {
 		name:  "directory without config files",
 		files: map[string]string{"d/readme.txt": "x"},
 		args:  []string{"d"},
-		want:  "d: no *.yaml, *.yml or *.json file in directory",
+		want:  "d: no *.yaml, *.yml, *.json or *.bu file in directory",
 	}, {
 		name: "no paths",
 		want: "no MachineConfig given (a file, a directory, or - for stdin)",

@@ -145,7 +145,9 @@ func Merge(mcs []*MachineConfig) *Merged {
 	units := newKeyed("unit", mergeUnit)
 	seenKey := map[string]bool{}
 	for _, mc := range sorted {
-		src := func(field string) Source { return Source{File: mc.File, MachineConfig: mc.Name, Field: mc.Field(field)} }
+		src := func(field string) Source {
+			return Source{File: mc.File, MachineConfig: mc.Name, Field: mc.Field(field)}
+		}
 		st := mc.Ignition.Storage
 		for i, f := range st.Files {
 			files.put(f.Path, File{File: f, Source: src(fmt.Sprintf("spec.config.storage.files[%d]", i))}, f)

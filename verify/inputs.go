@@ -19,7 +19,7 @@ type loaded struct {
 }
 
 // load reads the MachineConfigs as machineconfig.Load does (files,
-// directories of *.yaml, *.yml, *.json, "-" for stdin) for pool (see
+// directories of *.yaml, *.yml, *.json, *.bu, "-" for stdin) for pool (see
 // machineconfig.ForPool) but keeps the MachineConfigs that have
 // refusals, and returns the refusals (those of machineconfig.CheckMerge
 // too) instead of failing on them. Anything else wrong with the input

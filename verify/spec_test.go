@@ -121,3 +121,36 @@ func TestOSImageURLRule(t *testing.T) {
 		t.Errorf("%s without --base: not run %q, want %q", RuleOSImageURL, reason, "needs --base")
 	}
 }
+
+// TestButaneFindingLines: findings about a Butane config point at the
+// Butane file and the line where Butane writes the field.
+func TestButaneFindingLines(t *testing.T) {
+	e := newEnv(t)
+	bu := filepath.Join(t.TempDir(), "tool.bu")
+	if err := os.WriteFile(bu, []byte(`variant: openshift
+version: 4.18.0
+metadata:
+  name: 99-tool
+  labels: {machineconfiguration.openshift.io/role: worker}
+openshift:
+  kernel_arguments: [nosmt]
+storage:
+  files:
+    - path: /etc/ok.conf
+      contents: {inline: ok}
+    - path: /usr/lib/tool.conf
+      contents: {inline: lost}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := e.run(Options{MachineConfigs: []string{bu}})
+	for _, tt := range []struct {
+		rule string
+		line int
+	}{{RuleKernelArguments, 7}, {RuleUsrContent, 12}} {
+		got := r.ByRule(tt.rule)
+		if len(got) != 1 || got[0].File != bu || got[0].Line != tt.line {
+			t.Errorf("%s findings = %+v, want one at %s:%d", tt.rule, got, bu, tt.line)
+		}
+	}
+}

@@ -62,3 +62,42 @@ metadata: {name: 00-master, labels: {machineconfiguration.openshift.io/role: mas
 		t.Errorf("render --pool master worker+master: exit %d, stderr %q; want 2 and the role error", code, stderr)
 	}
 }
+
+// TestRenderButane: mcbake render -f config.bu bakes what the Butane
+// config says; a Butane error names the file and line.
+func TestRenderButane(t *testing.T) {
+	dir := t.TempDir()
+	bu := filepath.Join(dir, "config.bu")
+	if err := os.WriteFile(bu, []byte(`variant: openshift
+version: 4.18.0
+metadata:
+  name: 99-butane
+  labels: {machineconfiguration.openshift.io/role: worker}
+storage:
+  files:
+    - path: /etc/from-butane.conf
+      mode: 0640
+      contents: {inline: "hello from butane\n"}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := execute(context.Background(), []string{"render", "-f", bu, "-o", filepath.Join(dir, "out")}, strings.NewReader(""), &out, &errb); code != 0 {
+		t.Fatalf("mcbake render -f config.bu: exit %d\n%s", code, errb.String())
+	}
+	p := filepath.Join(dir, "out", "rootfs", "etc", "from-butane.conf")
+	got, err := os.ReadFile(p)
+	fi, serr := os.Stat(p)
+	if err != nil || serr != nil || string(got) != "hello from butane\n" || fi.Mode().Perm() != 0o640 {
+		t.Errorf("rendered /etc/from-butane.conf = %q (%v, %v), want the Butane content, mode 0640", got, err, serr)
+	}
+	bad := filepath.Join(dir, "bad.bu")
+	if err := os.WriteFile(bad, []byte("variant: openshift\nversion: 4.18.0\nmetadata: {name: 99-bad, labels: {machineconfiguration.openshift.io/role: worker}}\nstorage:\n  files:\n    - path: relative\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	errb.Reset()
+	code := execute(context.Background(), []string{"render", "-f", bad, "-o", filepath.Join(dir, "bad")}, strings.NewReader(""), &out, &errb)
+	if want := bad + ": 99-bad: storage.files[0].path: Butane: line 6, column 13: path not absolute"; code != 2 || !strings.Contains(errb.String(), want) {
+		t.Errorf("mcbake render -f bad.bu: exit %d, stderr %q; want 2 and %q", code, errb.String(), want)
+	}
+}
