@@ -52,6 +52,9 @@ func fromButane(file string, data []byte) ([]byte, error) {
 	ferr := func(field, msg string) error {
 		return &FieldError{File: file, MachineConfig: name, Field: field, Reason: ReasonInvalid, Msg: msg}
 	}
+	if h.Variant == "" {
+		return nil, ferr("variant", fmt.Sprintf("a Butane config (%s) names its variant: variant: %s", ButaneExt, ButaneVariant))
+	}
 	if h.Variant != ButaneVariant {
 		return nil, ferr("variant", fmt.Sprintf("Butane variant %q makes an Ignition config, not a MachineConfig: use variant: %s", h.Variant, ButaneVariant))
 	}

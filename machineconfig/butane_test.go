@@ -65,6 +65,7 @@ storage:
       contents: {inline: x}
 `,
 		"fcos.bu":    "variant: fcos\nversion: 1.5.0\n",
+		"mc.bu":      "kind: MachineConfig\nmetadata: {name: 00-mc}\n",
 		"unknown.bu": "variant: openshift\nversion: 9.9.0\nmetadata: {name: 99-unknown}\n",
 	})
 	mcs, err := Load([]string{"d"}, nil)
@@ -80,6 +81,7 @@ storage:
 	for _, tt := range []struct{ file, want string }{
 		{"bad.bu", "bad.bu: 99-bad: storage.files[1].path: Butane: line 9, column 13: path not absolute"},
 		{"fcos.bu", `fcos.bu: <unnamed>: variant: Butane variant "fcos" makes an Ignition config, not a MachineConfig: use variant: openshift`},
+		{"mc.bu", "mc.bu: 00-mc: variant: a Butane config (.bu) names its variant: variant: openshift"},
 		{"unknown.bu", "unknown.bu: 99-unknown: : Butane: No translator exists for variant openshift with version 9.9.0"},
 	} {
 		_, err := Load([]string{tt.file}, nil)
