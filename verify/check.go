@@ -199,7 +199,7 @@ func (c *checker) conflicts() {
 		if k.Kind == "unit" {
 			p = path.Join(render.UnitDir, k.Key)
 		}
-		c.add(RuleConflict, k.Winner, p, "%s %s is also defined, differently, by %s (%s, %s); %s wins: MachineConfigs merge in name order and the later one replaces the earlier",
+		c.add(RuleConflict, k.Winner, p, "%s %s is also defined, differently, by %s (%s, %s); %s wins: it merges later (worker-role MachineConfigs first, then the pool's own, each by name) and overrides what it sets",
 			k.Kind, k.Key, k.Loser.MachineConfig, k.Loser.File, k.Loser.Field, k.Winner.MachineConfig)
 	}
 }

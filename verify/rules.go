@@ -94,9 +94,10 @@ var rules = []Rule{
 	{ID: RuleConflict, Name: "machineconfig-conflict", Severity: Warning,
 		Summary: "two MachineConfigs define the same path or unit differently",
 		Description: "Two MachineConfigs define the same file, directory or link path, or the same systemd unit, differently. They merge as the Machine Config Operator merges them: " +
-			"in name order, the later one replaces the earlier one entirely, so the earlier definition is silently lost. The finding sits at the winner and names the loser. " +
+			"in its merge order (the worker-role MachineConfigs first, then a custom pool's own, each by name), the later one overrides every field it sets, so what the earlier one set there is silently lost. " +
+			"The finding sits at the winner and names the loser. " +
 			"Identical definitions are not reported; definitions of different kinds at one path (a file and a directory) cannot merge at all and are reported by MCB014.",
-		Fix: "Keep one definition, or rename the MachineConfigs so that the one meant to win sorts last."},
+		Fix: "Keep one definition, or rename (or relabel) the MachineConfigs so that the one meant to win merges last."},
 	{ID: RuleUsrContent, Name: "usr-content", Severity: Error,
 		Summary: "content outside /etc and /var: lost on revert, a node cannot rewrite it",
 		Description: "A file, directory or link lands outside /etc and /var once its parent directories are resolved through the base image's symlinks " +
