@@ -1,6 +1,7 @@
 // Package machineconfig reads MachineConfigs (YAML or JSON; single objects,
-// Lists and multi-document streams; files, directories or stdin), parses
-// their Ignition configs (spec 3.0 to 3.5), refuses what the
+// Lists and multi-document streams; Butane configs of the openshift
+// variant; files, directories or stdin), parses their Ignition configs
+// (spec 3.0 to 3.5, and spec 2 converted as the MCO does), refuses what the
 // machine-config-daemon cannot apply, and merges several MachineConfigs the
 // way the Machine Config Operator does.
 //
@@ -10,7 +11,6 @@
 package machineconfig
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -19,19 +19,30 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
-	"sigs.k8s.io/yaml"
+	yamlv2 "go.yaml.in/yaml/v2"
 )
 
 // Stdin is the file name that means standard input.
 const Stdin = "-"
 
 // Load reads every MachineConfig from the given files or directories ("-"
-// reads stdin) and parses each. Directories contribute their *.yaml, *.yml
-// and *.json files, sorted by name, not recursing. The result is sorted by
-// MachineConfig name; two MachineConfigs with the same name are an error.
+// reads stdin) and parses each. Directories contribute their *.yaml, *.yml,
+// *.json and *.bu files, sorted by name, not recursing; a Butane config
+// (by extension, or a top-level variant) is translated to the
+// MachineConfig it makes. The result is sorted by
+// MachineConfig name; two MachineConfigs with the same name are an error,
+// and so is a set no single pool merges (see Pool) or the MCO would not
+// merge (CheckMerge). It is LoadForPool with the pool inferred.
 func Load(paths []string, stdin io.Reader) ([]*MachineConfig, error) {
+	return LoadForPool(paths, stdin, "")
+}
+
+// LoadForPool is Load for the MachineConfigPool pool ("" = inferred from
+// the role labels): the MachineConfigs are those ForPool returns.
+func LoadForPool(paths []string, stdin io.Reader, pool string) ([]*MachineConfig, error) {
 	srcs, err := ReadInputs(paths, stdin)
 	if err != nil {
 		return nil, err
@@ -48,8 +59,15 @@ func Load(paths []string, stdin io.Reader) ([]*MachineConfig, error) {
 	if err := CheckDuplicateNames(mcs); err != nil {
 		errs = append(errs, err)
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+	if len(errs) == 0 {
+		var err error
+		if mcs, err = ForPool(mcs, pool); err != nil {
+			return nil, err
+		}
+		errs = append(errs, CheckMerge(mcs))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	if len(mcs) == 0 {
 		return nil, fmt.Errorf("no MachineConfig found in %s", strings.Join(paths, ", "))
@@ -110,7 +128,7 @@ func expand(paths []string) ([]string, error) {
 			return nil, err
 		}
 		if len(found) == 0 {
-			return nil, fmt.Errorf("%s: no *.yaml, *.yml or *.json file in directory", p)
+			return nil, fmt.Errorf("%s: no *.yaml, *.yml, *.json or *.bu file in directory", p)
 		}
 		files = append(files, found...)
 	}
@@ -125,7 +143,7 @@ func configFiles(dir string) ([]string, error) {
 	var files []string
 	for _, e := range ents {
 		switch strings.ToLower(filepath.Ext(e.Name())) {
-		case ".yaml", ".yml", ".json":
+		case ".yaml", ".yml", ".json", ButaneExt:
 			if !e.IsDir() {
 				files = append(files, filepath.Join(dir, e.Name()))
 			}
@@ -172,15 +190,23 @@ func Parse(file string, data []byte) ([]*MachineConfig, error) {
 	return parseStream(file, data)
 }
 
-// parseStream splits a YAML/JSON stream into documents, expands Lists, and
-// parses every MachineConfig found.
+// parseStream decodes a YAML/JSON stream document by document, expands
+// Lists, and parses every MachineConfig found; a Butane config is
+// translated to its MachineConfig first.
 func parseStream(file string, data []byte) ([]*MachineConfig, error) {
+	if IsButane(file, data) {
+		var err error
+		if data, err = fromButane(file, data); err != nil {
+			return nil, err
+		}
+	}
+	docs, err := Documents(data)
 	var mcs []*MachineConfig
 	var errs []error
-	for i, doc := range splitDocuments(data) {
-		objs, err := documentObjects(doc)
+	for _, doc := range docs {
+		objs, err := documentObjects(doc.JSON)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: document %d: %w", file, i+1, err))
+			errs = append(errs, fmt.Errorf("%s: document %d: %w", file, doc.Index, err))
 			continue
 		}
 		for _, obj := range objs {
@@ -193,52 +219,113 @@ func parseStream(file string, data []byte) ([]*MachineConfig, error) {
 			}
 		}
 	}
+	if err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", file, err))
+	}
 	return mcs, errors.Join(errs...)
 }
 
-// splitDocuments splits a multi-document YAML stream at "---" separator
-// lines, dropping documents that hold only whitespace and comments.
-func splitDocuments(data []byte) [][]byte {
-	var docs [][]byte
-	var cur bytes.Buffer
-	flush := func() {
-		if hasContent(cur.Bytes()) {
-			docs = append(docs, bytes.Clone(cur.Bytes()))
+// Document is one document of a YAML stream, as JSON.
+type Document struct {
+	// Index counts the stream's documents from 1, empty ones included.
+	Index int
+	JSON  []byte
+}
+
+// Documents decodes a YAML stream (JSON is YAML) with a YAML parser, not
+// by splitting lines: "--- # comment" and "--- {inline}" start documents,
+// "..." ends one, a byte-order mark and CRLF line ends are read as YAML
+// reads them, and documents that hold nothing (only comments) are
+// dropped. Each document is converted to JSON exactly as
+// sigs.k8s.io/yaml's YAMLToJSON converts it (YAML 1.1 scalars, as kubectl
+// and oc read manifests: mode: 0644 is 420). A syntax error ends the
+// stream: the documents before it are returned with the error, which
+// names the document.
+func Documents(data []byte) ([]Document, error) {
+	dec := yamlv2.NewDecoder(bytes.NewReader(data))
+	var docs []Document
+	for i := 1; ; i++ {
+		var v any
+		err := dec.Decode(&v)
+		if errors.Is(err, io.EOF) {
+			return docs, nil
 		}
-		cur.Reset()
-	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 64*1024), len(data)+1)
-	for sc.Scan() {
-		line := sc.Bytes()
-		if bytes.HasPrefix(line, []byte("---")) && len(bytes.TrimSpace(line[3:])) == 0 {
-			flush()
+		if err != nil {
+			return docs, fmt.Errorf("document %d: %w", i, err)
+		}
+		if v == nil {
 			continue
 		}
-		cur.Write(line)
-		cur.WriteByte('\n')
-	}
-	flush()
-	return docs
-}
-
-func hasContent(doc []byte) bool {
-	for _, line := range bytes.Split(doc, []byte("\n")) {
-		t := bytes.TrimSpace(line)
-		if len(t) > 0 && t[0] != '#' {
-			return true
+		obj, err := jsonable(v)
+		if err != nil {
+			return docs, fmt.Errorf("document %d: %w", i, err)
 		}
+		js, err := json.Marshal(obj)
+		if err != nil {
+			return docs, fmt.Errorf("document %d: %w", i, err)
+		}
+		docs = append(docs, Document{Index: i, JSON: js})
 	}
-	return false
 }
 
-// documentObjects converts one document to JSON and expands a List or
-// MachineConfigList into its items.
-func documentObjects(doc []byte) ([]json.RawMessage, error) {
-	js, err := yaml.YAMLToJSON(doc)
-	if err != nil {
-		return nil, err
+// jsonable converts a value decoded by yaml.v2 to one encoding/json
+// encodes: map keys become strings, as sigs.k8s.io/yaml's YAMLToJSON
+// turns them (without a target type).
+func jsonable(v any) (any, error) {
+	switch t := v.(type) {
+	case map[any]any:
+		m := make(map[string]any, len(t))
+		for k, val := range t {
+			ks, err := keyString(k)
+			if err != nil {
+				return nil, err
+			}
+			if m[ks], err = jsonable(val); err != nil {
+				return nil, err
+			}
+		}
+		return m, nil
+	case []any:
+		out := make([]any, len(t))
+		for i, val := range t {
+			var err error
+			if out[i], err = jsonable(val); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
 	}
+	return v, nil
+}
+
+func keyString(k any) (string, error) {
+	switch t := k.(type) {
+	case string:
+		return t, nil
+	case int:
+		return strconv.Itoa(t), nil
+	case int64:
+		return strconv.FormatInt(t, 10), nil
+	case float64:
+		s := strconv.FormatFloat(t, 'g', -1, 32)
+		switch s {
+		case "+Inf":
+			s = ".inf"
+		case "-Inf":
+			s = "-.inf"
+		case "NaN":
+			s = ".nan"
+		}
+		return s, nil
+	case bool:
+		return strconv.FormatBool(t), nil
+	}
+	return "", fmt.Errorf("unsupported map key of type %T: %v", k, k)
+}
+
+// documentObjects expands a List or MachineConfigList document into its
+// items.
+func documentObjects(js []byte) ([]json.RawMessage, error) {
 	var head struct {
 		Kind  string            `json:"kind"`
 		Items []json.RawMessage `json:"items"`

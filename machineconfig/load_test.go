@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	sigsyaml "sigs.k8s.io/yaml"
 )
 
 // mcJSON returns a MachineConfig object in JSON whose spec.config is the
@@ -101,6 +102,132 @@ spec:
             WantedBy=multi-user.target
 `
 
+// yamlWant2 is yamlMC as loaded from file.
+func yamlWant2(file string) loaded {
+	return loaded{File: file, Name: "50-yaml", Version: "3.5.0", Files: []string{"/etc/yaml.conf"}, Units: []string{"yaml.service"}, KernelArgs: []string{"nosmt"}}
+}
+
+// ocGetYAML is what `oc get machineconfigs -o yaml` prints: a List whose
+// items carry the metadata the API server sets (managedFields, uid,
+// resourceVersion, generation, creationTimestamp, ownerReferences) and a
+// status.
+const ocGetYAML = `apiVersion: v1
+items:
+- apiVersion: machineconfiguration.openshift.io/v1
+  kind: MachineConfig
+  metadata:
+    annotations:
+      machineconfiguration.openshift.io/generated-by-controller-version: 5d3f2a0
+    creationTimestamp: "2026-11-30T10:00:00Z"
+    generation: 1
+    labels:
+      machineconfiguration.openshift.io/role: worker
+    managedFields:
+    - apiVersion: machineconfiguration.openshift.io/v1
+      fieldsType: FieldsV1
+      fieldsV1:
+        f:metadata:
+          f:labels:
+            .: {}
+            f:machineconfiguration.openshift.io/role: {}
+        f:spec:
+          .: {}
+          f:config: {}
+      manager: machine-config-operator
+      operation: Update
+      time: "2026-11-30T10:00:00Z"
+    name: 00-worker
+    ownerReferences:
+    - apiVersion: machineconfiguration.openshift.io/v1
+      blockOwnerDeletion: true
+      controller: true
+      kind: ControllerConfig
+      name: machine-config-controller
+      uid: 0b6f9d7c-0000-4000-8000-000000000001
+    resourceVersion: "12345"
+    uid: 7d0c8e4e-0000-4000-8000-000000000002
+  spec:
+    config:
+      ignition:
+        version: 3.5.0
+      storage:
+        files:
+        - contents:
+            source: data:,a
+          mode: 0644
+          overwrite: true
+          path: /etc/a
+    extensions: null
+    fips: false
+    kernelArguments: null
+    kernelType: ""
+    osImageURL: ""
+  status: {}
+- apiVersion: machineconfiguration.openshift.io/v1
+  kind: MachineConfig
+  metadata:
+    creationTimestamp: "2026-11-30T10:00:00Z"
+    generation: 1
+    labels:
+      machineconfiguration.openshift.io/role: worker
+    managedFields:
+    - apiVersion: machineconfiguration.openshift.io/v1
+      fieldsType: FieldsV1
+      fieldsV1:
+        f:spec: {}
+      manager: kubectl-client-side-apply
+      operation: Update
+      time: "2026-11-30T10:00:00Z"
+    name: 99-worker-ssh
+    resourceVersion: "12346"
+    uid: 7d0c8e4e-0000-4000-8000-000000000003
+  spec:
+    config:
+      ignition:
+        version: 3.2.0
+kind: List
+metadata:
+  resourceVersion: ""
+`
+
+// ocGetJSON is what ` + "`oc get machineconfigs -o json`" + ` prints for the same
+// objects (abridged the same way).
+const ocGetJSON = `{
+    "apiVersion": "v1",
+    "items": [
+        {
+            "apiVersion": "machineconfiguration.openshift.io/v1",
+            "kind": "MachineConfig",
+            "metadata": {
+                "creationTimestamp": "2026-11-30T10:00:00Z",
+                "generation": 1,
+                "labels": {"machineconfiguration.openshift.io/role": "worker"},
+                "managedFields": [{"apiVersion": "machineconfiguration.openshift.io/v1", "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:spec": {".": {}, "f:config": {}}}, "manager": "machine-config-operator",
+                    "operation": "Update", "time": "2026-11-30T10:00:00Z"}],
+                "name": "00-worker",
+                "resourceVersion": "12345",
+                "uid": "7d0c8e4e-0000-4000-8000-000000000002"
+            },
+            "spec": {
+                "config": {"ignition": {"version": "3.5.0"},
+                    "storage": {"files": [{"contents": {"source": "data:,a"}, "mode": 420, "overwrite": true, "path": "/etc/a"}]}},
+                "extensions": null, "fips": false, "kernelArguments": null, "kernelType": "", "osImageURL": ""
+            },
+            "status": {}
+        },
+        {
+            "apiVersion": "machineconfiguration.openshift.io/v1",
+            "kind": "MachineConfig",
+            "metadata": {"name": "99-worker-ssh", "labels": {"machineconfiguration.openshift.io/role": "worker"}, "resourceVersion": "12346"},
+            "spec": {"config": {"ignition": {"version": "3.2.0"}}}
+        }
+    ],
+    "kind": "List",
+    "metadata": {"resourceVersion": ""}
+}
+`
+
 func TestLoad(t *testing.T) {
 	fileA := ign("3.5.0", `"storage":{"files":[{"path":"/etc/a","contents":{"source":"data:,a"}}]}`)
 	yamlWant := loaded{File: "mc.yaml", Name: "50-yaml", Version: "3.5.0", Files: []string{"/etc/yaml.conf"}, Units: []string{"yaml.service"}, KernelArgs: []string{"nosmt"}}
@@ -164,6 +291,60 @@ items:
 		want: []loaded{
 			{File: "crlf.yaml", Name: "01-crlf", Version: "3.5.0"},
 			{File: "crlf.yaml", Name: "02-crlf", Version: "3.5.0"},
+		},
+	}, {
+		name: "a separator with a comment starts the next document (it used to drop it)",
+		files: map[string]string{"c.yaml": "kind: MachineConfig\nmetadata: {name: 01-a}\n--- # the second one\n" +
+			"kind: MachineConfig\nmetadata: {name: 02-b}\n---\t# a tab, then a comment\nkind: MachineConfig\nmetadata: {name: 03-c}\n"},
+		args: []string{"c.yaml"},
+		want: []loaded{
+			{File: "c.yaml", Name: "01-a", Version: "3.5.0"},
+			{File: "c.yaml", Name: "02-b", Version: "3.5.0"},
+			{File: "c.yaml", Name: "03-c", Version: "3.5.0"},
+		},
+	}, {
+		name: "a document on the separator line",
+		files: map[string]string{"i.yaml": "--- {kind: MachineConfig, metadata: {name: 01-inline}}\n--- " +
+			mcJSON("02-json-inline", fileA) + "\n"},
+		args: []string{"i.yaml"},
+		want: []loaded{
+			{File: "i.yaml", Name: "01-inline", Version: "3.5.0"},
+			{File: "i.yaml", Name: "02-json-inline", Version: "3.5.0", Files: []string{"/etc/a"}},
+		},
+	}, {
+		name: "document end markers",
+		files: map[string]string{"e.yaml": "kind: MachineConfig\nmetadata: {name: 01-a}\n...\n" +
+			"---\nkind: MachineConfig\nmetadata: {name: 02-b}\n...\n# trailing comment\n"},
+		args: []string{"e.yaml"},
+		want: []loaded{
+			{File: "e.yaml", Name: "01-a", Version: "3.5.0"},
+			{File: "e.yaml", Name: "02-b", Version: "3.5.0"},
+		},
+	}, {
+		name:  "a byte-order mark, CRLF line ends and a separator with a comment",
+		files: map[string]string{"bom.yaml": "\ufeff" + strings.ReplaceAll(yamlMC+"--- # next\n"+"kind: MachineConfig\nmetadata: {name: 60-bom}\n", "\n", "\r\n")},
+		args:  []string{"bom.yaml"},
+		want:  []loaded{yamlWant2("bom.yaml"), {File: "bom.yaml", Name: "60-bom", Version: "3.5.0"}},
+	}, {
+		name:  "a byte-order mark in JSON",
+		files: map[string]string{"bom.json": "\ufeff" + mcJSON("00-a", fileA)},
+		args:  []string{"bom.json"},
+		want:  []loaded{{File: "bom.json", Name: "00-a", Version: "3.5.0", Files: []string{"/etc/a"}}},
+	}, {
+		name:  "oc get machineconfigs -o yaml: a List with managedFields, status and server metadata",
+		files: map[string]string{"oc.yaml": ocGetYAML},
+		args:  []string{"oc.yaml"},
+		want: []loaded{
+			{File: "oc.yaml", Name: "00-worker", Version: "3.5.0", Files: []string{"/etc/a"}},
+			{File: "oc.yaml", Name: "99-worker-ssh", Version: "3.5.0"},
+		},
+	}, {
+		name:  "oc get machineconfigs -o json",
+		files: map[string]string{"oc.json": ocGetJSON},
+		args:  []string{"oc.json"},
+		want: []loaded{
+			{File: "oc.json", Name: "00-worker", Version: "3.5.0", Files: []string{"/etc/a"}},
+			{File: "oc.json", Name: "99-worker-ssh", Version: "3.5.0"},
 		},
 	}, {
 		name: "directory: yaml, yml and json files only, not recursing",
@@ -268,8 +449,8 @@ func TestLoadErrors(t *testing.T) {
 		args:  []string{"a.json"},
 		want:  "a.json: 00-a: spec.config.ignition.version: unsupported config version",
 	}, {
-		name:  "spec 2 config",
-		files: map[string]string{"a.json": mcJSON("00-a", ign("2.2.0", ""))},
+		name:  "spec 2.3 config (the MCO converts only up to 2.2)",
+		files: map[string]string{"a.json": mcJSON("00-a", ign("2.3.0", ""))},
 		args:  []string{"a.json"},
 		want:  "a.json: 00-a: spec.config.ignition.version: unsupported config version",
 	}, {
@@ -326,7 +507,7 @@ func TestLoadErrors(t *testing.T) {
 		name:  "directory without config files",
 		files: map[string]string{"d/readme.txt": "x"},
 		args:  []string{"d"},
-		want:  "d: no *.yaml, *.yml or *.json file in directory",
+		want:  "d: no *.yaml, *.yml, *.json or *.bu file in directory",
 	}, {
 		name: "no paths",
 		want: "no MachineConfig given (a file, a directory, or - for stdin)",
@@ -449,5 +630,41 @@ spec:
 	want := "units.yaml: 99-units: spec.config.systemd.units[b.service].dropins[10-x.conf]"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("Parse() = %v, want an error at %s", err, want)
+	}
+}
+
+// TestDocumentsJSONIsYAMLToJSON: a document's JSON, which digests are
+// taken of, is byte for byte what sigs.k8s.io/yaml's YAMLToJSON (what
+// kubectl and oc apply) makes of it, for every fixture and for YAML 1.1
+// scalars.
+func TestDocumentsJSONIsYAMLToJSON(t *testing.T) {
+	inputs := map[string][]byte{
+		"yaml 1.1 scalars": []byte("kind: MachineConfig\nmetadata: {name: x}\nspec:\n  mode: 0644\n  on: yes\n  n: ~\n  f: 1.5e3\n  big: 9007199254740993\n  s: '0644'\n  1: int key\n"),
+		"yamlMC":           []byte(yamlMC),
+		"oc get -o json":   []byte(ocGetJSON),
+	}
+	fixtures, err := filepath.Glob("../testdata/machineconfigs/*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fixtures {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inputs[f] = b
+	}
+	for name, in := range inputs {
+		want, err := sigsyaml.YAMLToJSON(in)
+		if err != nil {
+			t.Fatalf("%s: YAMLToJSON: %v", name, err)
+		}
+		docs, err := Documents(in)
+		if err != nil || len(docs) != 1 {
+			t.Fatalf("Documents(%s) = %d documents, %v; want 1", name, len(docs), err)
+		}
+		if got := string(docs[0].JSON); got != string(want) {
+			t.Errorf("Documents(%s) JSON = %s, want %s", name, got, want)
+		}
 	}
 }

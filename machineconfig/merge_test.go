@@ -56,7 +56,7 @@ spec:
 metadata: {name: 50-c}
 spec:
   kernelArguments: [c]
-  extensions: [kernel-devel, usbguard]
+  extensions: [sandboxed-containers, usbguard]
   fips: true
   config:
     ignition: {version: 3.4.0}
@@ -149,7 +149,7 @@ func TestMerge(t *testing.T) {
 	if diff := cmp.Diff([]string{"a=1", "b", "c", "a=1"}, m.KernelArguments); diff != "" {
 		t.Errorf("Merge().KernelArguments mismatch (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"usbguard", "kernel-devel"}, m.Extensions); diff != "" {
+	if diff := cmp.Diff([]string{"usbguard", "sandboxed-containers", "usbguard"}, m.Extensions); diff != "" {
 		t.Errorf("Merge().Extensions mismatch (-want +got):\n%s", diff)
 	}
 	wantKeys := []SSHKey{
@@ -213,7 +213,7 @@ func TestMergedJSON(t *testing.T) {
 	if diff := cmp.Diff(m.Ignition(), back.Ignition); diff != "" {
 		t.Errorf("Parse(Merged.JSON()).Ignition mismatch (-want +got):\n%s", diff)
 	}
-	wantSpec := Spec{OSImageURL: "quay.io/a", KernelArguments: []string{"a=1", "b", "c", "a=1"}, Extensions: []string{"usbguard", "kernel-devel"}, FIPS: true, KernelType: "realtime"}
+	wantSpec := Spec{OSImageURL: "quay.io/a", KernelArguments: []string{"a=1", "b", "c", "a=1"}, Extensions: []string{"usbguard", "sandboxed-containers", "usbguard"}, FIPS: true, KernelType: "realtime"}
 	back.Spec.Config = nil
 	if diff := cmp.Diff(wantSpec, back.Spec); diff != "" {
 		t.Errorf("Parse(Merged.JSON()).Spec mismatch (-want +got):\n%s", diff)

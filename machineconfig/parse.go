@@ -24,12 +24,26 @@ type MachineConfig struct {
 	// File is where it was read from ("<stdin>" for standard input).
 	File string
 	Name string
+	// Labels and Annotations are the object's metadata.labels and
+	// metadata.annotations (RoleLabel says which pool's role it is for).
+	Labels      map[string]string
+	Annotations map[string]string
 	// Digest is the sha256 of the object's canonical JSON.
 	Digest digest.Digest
 	Spec   Spec
-	// Ignition is the parsed spec.config, translated to spec 3.5.
+	// Ignition is the parsed spec.config, translated to spec 3.5 (from
+	// spec 2 as the MCO converts it).
 	Ignition types.Config
+	// fields maps JSON paths of Ignition to those of the config as
+	// written, where they differ (a converted spec 2 config); see Field.
+	fields map[string]string
 }
+
+// Field returns the JSON path, in the MachineConfig as written, of a field
+// of mc.Ignition (spec.config.storage.files[0].mode). They differ only
+// for a spec 2 config, whose duplicate files and users the conversion
+// folds.
+func (mc *MachineConfig) Field(f string) string { return mapField(mc.fields, f) }
 
 // Spec is a MachineConfig's spec, with the Ignition config left raw.
 type Spec struct {
@@ -46,7 +60,9 @@ type object struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	Metadata   struct {
-		Name string `json:"name"`
+		Name        string            `json:"name"`
+		Labels      map[string]string `json:"labels,omitempty"`
+		Annotations map[string]string `json:"annotations,omitempty"`
 	} `json:"metadata"`
 	Spec Spec `json:"spec"`
 }
@@ -105,13 +121,25 @@ func parseObject(file string, raw json.RawMessage) (*MachineConfig, error) {
 	if name == "" {
 		return nil, ferr("metadata.name", "MachineConfig has no name")
 	}
-	mc := &MachineConfig{File: file, Name: name, Digest: digest.FromBytes(raw), Spec: obj.Spec}
-	cfg, err := parseIgnition(obj.Spec.Config)
+	mc := &MachineConfig{File: file, Name: name, Labels: obj.Metadata.Labels, Annotations: obj.Metadata.Annotations,
+		Digest: digest.FromBytes(raw), Spec: obj.Spec}
+	cfg, fields, err := parseIgnition(obj.Spec.Config)
 	if err != nil {
-		return nil, withContext(err, file, name)
+		return nil, withContext(err, file, name, nil)
 	}
-	mc.Ignition = cfg
-	return mc, withContext(Refusals(cfg), file, name)
+	mc.Ignition, mc.fields = cfg, fields
+	return mc, withContext(errors.Join(specErrors(obj.Spec), Refusals(cfg)), file, name, fields)
+}
+
+// specErrors refuses what the MCO's ValidateMachineConfig refuses beside
+// the Ignition config: an unknown kernelType.
+func specErrors(s Spec) error {
+	switch s.KernelType {
+	case "", KernelDefault, KernelRealtime, Kernel64kPages:
+		return nil
+	}
+	return &FieldError{Field: "spec.kernelType", Reason: ReasonInvalid,
+		Msg: fmt.Sprintf("kernelType %q is invalid (want %s, %s or %s)", s.KernelType, KernelDefault, KernelRealtime, Kernel64kPages)}
 }
 
 func orUnnamed(name string) string {
@@ -122,16 +150,23 @@ func orUnnamed(name string) string {
 }
 
 // parseIgnition parses spec.config with ignition's own parser for specs 3.0
-// to 3.5. An absent config is an empty 3.5 config.
-func parseIgnition(raw json.RawMessage) (types.Config, error) {
+// to 3.5, and converts a spec 2 config as the MCO does (parseIgnition2).
+// An absent config is an empty 3.5 config. fields maps JSON paths of the
+// result to those of the config as written, when they differ.
+func parseIgnition(raw json.RawMessage) (types.Config, map[string]string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return types.Config{Ignition: types.Ignition{Version: types.MaxVersion.String()}}, nil
+		return types.Config{Ignition: types.Ignition{Version: types.MaxVersion.String()}}, nil, nil
 	}
 	cfg, rpt, err := v35.ParseCompatibleVersion(raw)
-	if err != nil {
-		return types.Config{}, reportErrors(err, rpt, unitNames(raw))
+	if errors.Is(err, igerrors.ErrUnknownVersion) {
+		if cfg, fields, ok, err2 := parseIgnition2(raw); ok {
+			return cfg, fields, err2
+		}
 	}
-	return cfg, nil
+	if err != nil {
+		return types.Config{}, nil, reportErrors(err, rpt, unitNames(raw))
+	}
+	return cfg, nil, nil
 }
 
 // reportErrors turns ignition's validation report into field errors.
@@ -201,29 +236,41 @@ func ignitionField(p []interface{}, units unitNameIndex) string {
 }
 
 // withContext fills in the file and MachineConfig of every FieldError in
-// err (a single error or an errors.Join of them).
-func withContext(err error, file, name string) error {
-	if err == nil {
-		return nil
-	}
-	errs := []error{err}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = j.Unwrap()
-	}
+// err (a single error or a tree of errors.Join), maps its field to the
+// config as written (see parseIgnition), and returns them joined flat.
+func withContext(err error, file, name string, fields map[string]string) error {
+	errs := flatten(err)
 	for _, e := range errs {
 		var fe *FieldError
 		if errors.As(e, &fe) {
-			fe.File, fe.MachineConfig = file, name
+			fe.File, fe.MachineConfig, fe.Field = file, name, mapField(fields, fe.Field)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// JSON returns the MachineConfig as an object: its name and spec (the
-// Ignition config as it was given). Parse reads it back to the same
-// MachineConfig, but for File and Digest.
+// flatten lists the leaves of an errors.Join tree.
+func flatten(err error) []error {
+	if err == nil {
+		return nil
+	}
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, flatten(e)...)
+	}
+	return out
+}
+
+// JSON returns the MachineConfig as an object: its name, labels,
+// annotations and spec (the Ignition config as it was given). Parse reads
+// it back to the same MachineConfig, but for File and Digest.
 func (mc *MachineConfig) JSON() ([]byte, error) {
 	var obj object
 	obj.APIVersion, obj.Kind, obj.Metadata.Name, obj.Spec = APIVersion, Kind, mc.Name, mc.Spec
+	obj.Metadata.Labels, obj.Metadata.Annotations = mc.Labels, mc.Annotations
 	return json.Marshal(obj)
 }

@@ -78,7 +78,18 @@ type Entry struct {
 	Source       Source        `json:"source"`
 	// Base is the base image's state of the resolved path, when known.
 	Base *BaseState `json:"base,omitempty"`
+	// Managed names who keeps the path up to date on the node instead of
+	// the machine-config-daemon, when someone does: ManagedByCertificateWriter
+	// for the files the daemon's certificate writer rotates, which it
+	// neither writes on an update nor validates, and which nothing may roll
+	// back (docs/design.md, "Files the MCD does not manage on update").
+	// Compare ignores it.
+	Managed string `json:"managed,omitempty"`
 }
+
+// ManagedByCertificateWriter is Entry.Managed for the certificate
+// writer's files.
+const ManagedByCertificateWriter = "certificate-writer"
 
 // Where returns the path the entry occupies in the image: ResolvedPath when
 // set, else Path.

@@ -52,13 +52,17 @@ type Result struct {
 	Units   []manifest.Unit
 }
 
-// Manifest returns the ownership manifest of the rendering.
+// Manifest returns the ownership manifest of the rendering; the
+// certificate writer's files are marked Managed.
 func (res *Result) Manifest(mcs []*machineconfig.MachineConfig) *manifest.Manifest {
 	m := &manifest.Manifest{Units: append([]manifest.Unit(nil), res.Units...)}
 	for _, mc := range mcs {
 		m.MachineConfigs = append(m.MachineConfigs, manifest.MachineConfig{Name: mc.Name, Digest: mc.Digest})
 	}
 	for _, e := range res.Entries {
+		if CertificateWriterManages(e.Path) || CertificateWriterManages(e.Where()) {
+			e.Managed = manifest.ManagedByCertificateWriter
+		}
 		m.Entries = append(m.Entries, e.Entry)
 	}
 	m.Sort()

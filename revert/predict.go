@@ -161,7 +161,7 @@ func classify(me manifest.Entry, base render.Root) (Entry, error) {
 		}
 	}
 	e.Clobbered = e.Outcome.Clobbers()
-	e.Managed = render.CertificateWriterManages(me.Path) || render.CertificateWriterManages(rp)
+	e.Managed = me.Managed != "" || render.CertificateWriterManages(me.Path) || render.CertificateWriterManages(rp)
 	return e, nil
 }
 

@@ -397,6 +397,49 @@ func TestDiffReport(t *testing.T) {
 	}
 }
 
+// TestDiffCertificateWriterFiles: the certificate writer's files are
+// marked managed (from the manifest, or by path for older manifests),
+// counted and labelled in the text report, and left out of the plan.
+func TestDiffCertificateWriterFiles(t *testing.T) {
+	ix := compareIndex(t, testbase.Options{})
+	ca := fileEntry("/etc/kubernetes/kubelet-ca.crt", "ca\n", 0o644, 0, 0)
+	ca.Managed = manifest.ManagedByCertificateWriter
+	pull := fileEntry("/etc/mco/internal-registry-pull-secret.json", "{}", 0o644, 0, 0) // an older manifest: no mark
+	m := &manifest.Manifest{Entries: []manifest.Entry{ca, pull, fileEntry("/etc/mcbake/new.conf", "new\n", 0o644, 0, 0)}}
+	r := diff(t, m, revert.ImageRef{Digest: sha("l")}, revert.ImageRef{Digest: sha("b")}, ix)
+	managed := map[string]bool{}
+	for _, e := range r.Entries {
+		managed[e.Path] = e.Managed
+	}
+	want := map[string]bool{"/etc/kubernetes/kubelet-ca.crt": true, "/etc/mco/internal-registry-pull-secret.json": true, "/etc/mcbake/new.conf": false}
+	if diff := cmp.Diff(want, managed); diff != "" {
+		t.Errorf("Diff Managed by path (-want +got):\n%s", diff)
+	}
+	var text bytes.Buffer
+	if err := r.WriteText(&text, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"2 managed by the certificate writer", "/etc/kubernetes/kubelet-ca.crt", "(the certificate writer manages it: never rewritten)"} {
+		if !strings.Contains(text.String(), s) {
+			t.Errorf("WriteText output lacks %q:\n%s", s, text.String())
+		}
+	}
+	for _, line := range strings.Split(text.String(), "\n") {
+		if strings.Contains(line, "/etc/mcbake/new.conf") && strings.Contains(line, "certificate writer") {
+			t.Errorf("WriteText marks /etc/mcbake/new.conf managed: %q", line)
+		}
+	}
+	p, err := revert.NewPlan(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pe := range p.Rewrite {
+		if pe.Path != "/etc/mcbake/new.conf" {
+			t.Errorf("NewPlan rewrites %s, want only /etc/mcbake/new.conf", pe.Path)
+		}
+	}
+}
+
 // ExampleOutcome_Clobbers lists the outcomes that leave a path different
 // from what the MachineConfig wants.
 func ExampleOutcome_Clobbers() {

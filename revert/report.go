@@ -91,7 +91,11 @@ func (r *Report) WriteText(w io.Writer, color bool) error {
 			fmt.Fprintf(w, ", %d %s", n, o)
 		}
 	}
-	fmt.Fprint(w, "\n\n")
+	fmt.Fprint(w, "\n")
+	if n := managedCount(r.Entries); n > 0 {
+		fmt.Fprintf(w, "%d managed by the certificate writer: the node keeps them up to date, nothing rewrites them\n", n)
+	}
+	fmt.Fprint(w, "\n")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, o := range outcomeOrder {
 		var group []Entry
@@ -135,6 +139,16 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+func managedCount(entries []Entry) int {
+	n := 0
+	for _, e := range entries {
+		if e.Managed {
+			n++
+		}
+	}
+	return n
 }
 
 func managedText(e Entry) string {

@@ -5,7 +5,6 @@ import (
 	"path"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/mcbake/mcbake/machineconfig"
@@ -59,6 +58,7 @@ func newChecker(in *loaded, b *baseInput, img *imageInput, strict bool) *checker
 // earlier ones found (items with errors are pruned before rendering).
 func (c *checker) run() {
 	c.refusals()
+	c.specFields()
 	c.conflicts()
 	c.zones()
 	c.units()
@@ -161,15 +161,29 @@ func (c *checker) pathOf(mc, field string) string {
 	if m[3] != "" {
 		return path.Join(render.UnitDir, m[3])
 	}
-	i, _ := strconv.Atoi(m[2])
+	// The field indexes the config as written; mc.Ignition's items are
+	// found by their own fields (a converted spec 2 config folds files).
+	item := fmt.Sprintf("spec.config.storage.%s[%s]", m[1], m[2])
 	st := cfg.Ignition.Storage
-	switch {
-	case m[1] == "files" && i < len(st.Files):
-		return st.Files[i].Path
-	case m[1] == "directories" && i < len(st.Directories):
-		return st.Directories[i].Path
-	case m[1] == "links" && i < len(st.Links):
-		return st.Links[i].Path
+	var paths []string
+	switch m[1] {
+	case "files":
+		for _, f := range st.Files {
+			paths = append(paths, f.Path)
+		}
+	case "directories":
+		for _, d := range st.Directories {
+			paths = append(paths, d.Path)
+		}
+	case "links":
+		for _, l := range st.Links {
+			paths = append(paths, l.Path)
+		}
+	}
+	for i, p := range paths {
+		if cfg.Field(fmt.Sprintf("spec.config.storage.%s[%d]", m[1], i)) == item {
+			return p
+		}
 	}
 	return ""
 }
@@ -185,7 +199,7 @@ func (c *checker) conflicts() {
 		if k.Kind == "unit" {
 			p = path.Join(render.UnitDir, k.Key)
 		}
-		c.add(RuleConflict, k.Winner, p, "%s %s is also defined, differently, by %s (%s, %s); %s wins: MachineConfigs merge in name order and the later one replaces the earlier",
+		c.add(RuleConflict, k.Winner, p, "%s %s is also defined, differently, by %s (%s, %s); %s wins: it merges later (worker-role MachineConfigs first, then the pool's own, each by name) and overrides what it sets",
 			k.Kind, k.Key, k.Loser.MachineConfig, k.Loser.File, k.Loser.Field, k.Winner.MachineConfig)
 	}
 }

@@ -64,7 +64,7 @@ func TestImageRules(t *testing.T) {
 		{"a zstd layer", []string{mc}, e.base, zstdImg, nil, map[string]string{}},
 		{"without a base", []string{mc}, "", img, nil, map[string]string{
 			RuleFileDirClash: "needs --base", RuleRevertClobber: "needs --base", RuleUnitNotFound: "needs --base", RuleUnknownOwner: "needs --base",
-			RuleImageIsBase: "needs --base", RuleBaseMismatch: "needs --base"}},
+			RuleImageIsBase: "needs --base", RuleBaseMismatch: "needs --base", RuleOSImageURL: "needs --base"}},
 		{"a MachineConfig changed", []string{changed}, e.base, img, []string{RuleStaleImage + " 50-a metadata.name "}, map[string]string{}},
 		{"other MachineConfigs", []string{other}, e.base, img, []string{RuleStaleImage + "   ", RuleStaleImage + " 60-b metadata.name "}, map[string]string{}},
 		{"the image is the base", []string{mc}, e.base, e.base, []string{RuleImageIsBase + "   "}, map[string]string{

@@ -19,11 +19,14 @@ type loaded struct {
 }
 
 // load reads the MachineConfigs as machineconfig.Load does (files,
-// directories of *.yaml, *.yml, *.json, "-" for stdin) but keeps the
-// MachineConfigs that have refusals, and returns the refusals instead of
-// failing on them. Anything else wrong with the input (unreadable file,
-// YAML syntax, duplicate names, nothing found) is an error.
-func load(paths []string, stdin io.Reader) (*loaded, error) {
+// directories of *.yaml, *.yml, *.json, *.bu, "-" for stdin) for pool (see
+// machineconfig.ForPool) but keeps the MachineConfigs that have
+// refusals, and returns the refusals (those of machineconfig.CheckMerge
+// too) instead of failing on them. Anything else wrong with the input
+// (unreadable file, YAML syntax, duplicate names, roles no pool merges
+// when none is given, nothing found) is an error; with a pool given,
+// MachineConfigs it does not merge are refusals (MCB001).
+func load(paths []string, stdin io.Reader, pool string) (*loaded, error) {
 	srcs, err := machineconfig.ReadInputs(paths, stdin)
 	if err != nil {
 		return nil, err
@@ -43,6 +46,16 @@ func load(paths []string, stdin io.Reader) (*loaded, error) {
 	}
 	if len(l.mcs) == 0 && len(l.refused) == 0 {
 		return nil, fmt.Errorf("no MachineConfig found in %s", strings.Join(paths, ", "))
+	}
+	mcs, err := machineconfig.ForPool(l.mcs, pool)
+	if errs := l.sortErrors(err); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if mcs != nil {
+		l.mcs = mcs
+	}
+	if err := errors.Join(l.sortErrors(machineconfig.CheckMerge(l.mcs))...); err != nil {
+		return nil, err
 	}
 	sort.SliceStable(l.mcs, func(i, j int) bool { return l.mcs[i].Name < l.mcs[j].Name })
 	return l, nil

@@ -20,13 +20,19 @@ import (
 // for an item selected by name (systemd.units[NAME]) the line of its name.
 // A field the file does not spell out (an Ignition 3.0 config translated to
 // 3.5, a default) gets the line of its nearest written ancestor.
+//
+// A Butane config is its own object (found by its metadata.name); a field
+// of the MachineConfig it makes is looked up where Butane writes it (see
+// machineconfig.ButaneField).
 type locator struct {
 	objects map[string]map[string]*yaml.Node // file -> MachineConfig -> object
+	butane  map[string]bool                  // files that are Butane configs
 }
 
 func newLocator(sources []machineconfig.Input) *locator {
-	l := &locator{objects: map[string]map[string]*yaml.Node{}}
+	l := &locator{objects: map[string]map[string]*yaml.Node{}, butane: map[string]bool{}}
 	for _, s := range sources {
+		l.butane[s.Name] = machineconfig.IsButane(s.Name, s.Data)
 		byName := map[string]*yaml.Node{}
 		dec := yaml.NewDecoder(bytes.NewReader(s.Data))
 		for {
@@ -90,6 +96,9 @@ func (l *locator) line(file, mc, field string) int {
 	}
 	if field == "" {
 		field = "metadata.name"
+	}
+	if l.butane[file] {
+		field = machineconfig.ButaneField(field)
 	}
 	cur, line := obj, obj.Line
 	for _, s := range parseField(field) {

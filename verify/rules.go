@@ -75,6 +75,11 @@ const (
 	RuleEnabledNoInstall    = "MCB013"
 	RuleRenderFailure       = "MCB014"
 	RuleBaseMismatch        = "MCB015"
+	RuleKernelArguments     = "MCB016"
+	RuleExtensions          = "MCB017"
+	RuleKernelType          = "MCB018"
+	RuleFIPS                = "MCB019"
+	RuleOSImageURL          = "MCB020"
 )
 
 var rules = []Rule{
@@ -89,9 +94,10 @@ var rules = []Rule{
 	{ID: RuleConflict, Name: "machineconfig-conflict", Severity: Warning,
 		Summary: "two MachineConfigs define the same path or unit differently",
 		Description: "Two MachineConfigs define the same file, directory or link path, or the same systemd unit, differently. They merge as the Machine Config Operator merges them: " +
-			"in name order, the later one replaces the earlier one entirely, so the earlier definition is silently lost. The finding sits at the winner and names the loser. " +
+			"in its merge order (the worker-role MachineConfigs first, then a custom pool's own, each by name), the later one overrides every field it sets, so what the earlier one set there is silently lost. " +
+			"The finding sits at the winner and names the loser. " +
 			"Identical definitions are not reported; definitions of different kinds at one path (a file and a directory) cannot merge at all and are reported by MCB014.",
-		Fix: "Keep one definition, or rename the MachineConfigs so that the one meant to win sorts last."},
+		Fix: "Keep one definition, or rename (or relabel) the MachineConfigs so that the one meant to win merges last."},
 	{ID: RuleUsrContent, Name: "usr-content", Severity: Error,
 		Summary: "content outside /etc and /var: lost on revert, a node cannot rewrite it",
 		Description: "A file, directory or link lands outside /etc and /var once its parent directories are resolved through the base image's symlinks " +
@@ -168,6 +174,36 @@ var rules = []Rule{
 		Description: "The base given with --base is not the base the image was built from (its embedded manifest's base digest). " +
 			"The revert analysis (MCB007) is against the given base, which is what a base bump needs; the render check of MCB008 is skipped, since it needs the image's own base.",
 		Fix: "None for a base-bump analysis; otherwise pass the image's own base."},
+	{ID: RuleKernelArguments, Name: "kernel-arguments", Severity: Warning,
+		Summary: "spec.kernelArguments: an image cannot carry kernel arguments",
+		Description: "The MachineConfig sets spec.kernelArguments. Kernel arguments live in the bootloader entry of a deployment, not in the OS image: mcbake bakes none of them, " +
+			"and a node booted from the layered image alone does not have them. On an OpenShift node the machine-config-daemon applies them itself (rpm-ostree kargs) " +
+			"when it rebases the node onto the image, before the reboot; they merge by concatenation in the MCO's merge order. One finding per MachineConfig, listing its arguments.",
+		Fix: "Keep them in the MachineConfig for the machine-config-daemon, which applies them after the rebase; outside OpenShift, set them where the bootloader gets them (bootc: a file under /usr/lib/bootc/kargs.d)."},
+	{ID: RuleExtensions, Name: "extensions", Severity: Warning,
+		Summary: "spec.extensions: an image cannot carry the MCO's extensions",
+		Description: "The MachineConfig sets spec.extensions. The machine-config-daemon installs extensions as RPM packages from the release's extensions container (rpm-ostree install) " +
+			"when it updates or rebases a node; mcbake bakes files, not packages, so the layered image does not have them and a node booted from it alone lacks them. " +
+			"One finding per MachineConfig, listing its extensions.",
+		Fix: "Keep them in the MachineConfig for the machine-config-daemon, which applies them after the rebase; or install the packages in the image (mcbake build --engine buildah --containerfile-append) and drop them from the MachineConfig."},
+	{ID: RuleKernelType, Name: "kernel-type", Severity: Warning,
+		Summary: "spec.kernelType realtime or 64k-pages: the image carries the base's kernel",
+		Description: "The MachineConfig sets spec.kernelType to realtime or 64k-pages (default is not reported). The layered image boots the base's kernel: " +
+			"the machine-config-daemon switches kernels itself (rpm-ostree override replace) when it rebases the node onto the image. The MCO's merge gives realtime or 64k-pages " +
+			"whenever any MachineConfig asks for one; with either, the kernel-devel extension is refused (MCB001).",
+		Fix: "Keep it in the MachineConfig for the machine-config-daemon, which switches the kernel after the rebase; or build the image on a base with that kernel."},
+	{ID: RuleFIPS, Name: "fips", Severity: Warning,
+		Summary: "spec.fips: FIPS mode is set when a node is installed, not by an image",
+		Description: "The MachineConfig sets spec.fips: true. FIPS mode (the fips=1 kernel argument and the FIPS crypto policy) is set up when a node is installed; " +
+			"an image cannot carry it and the machine-config-daemon refuses to change it on a running node. Nodes of a cluster installed in FIPS mode keep it across a rebase onto the image.",
+		Fix: "Install the cluster in FIPS mode (install-config fips: true); the installer's MachineConfigs that set it can stay."},
+	{ID: RuleOSImageURL, Name: "os-image-url", Severity: Error, Needs: NeedsBase,
+		Summary: "spec.osImageURL names neither --base nor --image",
+		Description: "The MachineConfig sets spec.osImageURL to an image that is neither the base given with --base nor the layered image given with --image " +
+			"(compared by digest when the URL has one, else by reference without the docker:// transport). The machine-config-daemon rebases a node onto osImageURL: " +
+			"the node would leave the layered image for that one. MachineConfigs a controller generated (annotation machineconfiguration.openshift.io/generated-by-controller-version) " +
+			"are not checked: the MCO ignores their osImageURL.",
+		Fix: "Remove spec.osImageURL from the MachineConfig, or set it to the layered image (off-cluster layering) or to the base it is built on."},
 }
 
 // Rules returns every rule, ordered by ID.

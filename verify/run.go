@@ -17,6 +17,9 @@ type Options struct {
 	// machineconfig.Load.
 	MachineConfigs []string
 	Stdin          io.Reader
+	// Pool is the MachineConfigPool they are merged for ("" = from their
+	// role labels; see machineconfig.ForPool).
+	Pool string
 	// Base and Image are containers-transport references ("" = not given).
 	Base, Image string
 	Images      image.Options
@@ -48,7 +51,7 @@ func Run(ctx context.Context, o Options) (_ *Report, err error) {
 	if o.FailOn == "" {
 		o.FailOn = FailOnError
 	}
-	in, err := load(o.MachineConfigs, o.Stdin)
+	in, err := load(o.MachineConfigs, o.Stdin, o.Pool)
 	if err != nil {
 		return nil, err
 	}

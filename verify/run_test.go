@@ -97,7 +97,7 @@ func TestInputErrors(t *testing.T) {
 		{"no file", Options{MachineConfigs: []string{filepath.Join(dir, "absent.yaml")}}, "no such file"},
 		{"no MachineConfig given", Options{}, "no MachineConfig given"},
 		{"YAML syntax", Options{MachineConfigs: []string{write("bad.yaml", "kind: [\n")}}, "bad.yaml"},
-		{"empty directory", Options{MachineConfigs: []string{t.TempDir()}}, "no *.yaml, *.yml or *.json file"},
+		{"empty directory", Options{MachineConfigs: []string{t.TempDir()}}, "no *.yaml, *.yml, *.json or *.bu file"},
 		{"two with one name", Options{MachineConfigs: []string{good, writeMC(t, t.TempDir(), "good", `{}`)}}, "already defined"},
 		{"bad base", Options{MachineConfigs: []string{good}, Base: "oci:" + filepath.Join(dir, "nothing")}, "nothing"},
 	}

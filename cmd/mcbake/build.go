@@ -11,8 +11,8 @@ import (
 
 	"github.com/mcbake/mcbake/build"
 	"github.com/mcbake/mcbake/build/buildah"
+	"github.com/mcbake/mcbake/cmd/internal/cli"
 	"github.com/mcbake/mcbake/internal/progress"
-	"github.com/mcbake/mcbake/machineconfig"
 )
 
 func newBuildCommand() *cobra.Command {
@@ -44,7 +44,7 @@ containers-storage:NAME or docker://REF.`,
 			if opts.Timestamp, err = buildTime(timestamp); err != nil {
 				return err
 			}
-			if opts.MachineConfigs, err = machineconfig.Load(files, cmd.InOrStdin()); err != nil {
+			if opts.MachineConfigs, err = cli.LoadMachineConfigs(cmd, files); err != nil {
 				return err
 			}
 			rep := progress.New(cmd.ErrOrStderr(), quiet)

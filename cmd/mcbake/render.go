@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mcbake/mcbake/cmd/internal/cli"
+	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/render"
 )
 
@@ -33,10 +34,15 @@ parent symlinks are followed.`,
 				defer func() { err = errors.Join(err, d.Close()) }()
 				r = d
 			}
-			res, m, err := render.Files(files, cmd.InOrStdin(), r)
+			mcs, err := cli.LoadMachineConfigs(cmd, files)
 			if err != nil {
 				return err
 			}
+			res, err := render.Render(machineconfig.Merge(mcs), r)
+			if err != nil {
+				return err
+			}
+			m := res.Manifest(mcs)
 			if err := render.WriteTree(out, res, m, os.Geteuid() == 0); err != nil {
 				return fmt.Errorf("writing %s: %w", out, err)
 			}

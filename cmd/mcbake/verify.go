@@ -55,7 +55,7 @@ unreadable file, invalid image).`,
 					return err
 				}
 			}
-			opts.Stdin, opts.Tool = cmd.InOrStdin(), verify.Tool{Name: "mcbake", Version: version}
+			opts.Stdin, opts.Tool, opts.Pool = cmd.InOrStdin(), verify.Tool{Name: "mcbake", Version: version}, cli.Pool(cmd)
 			rep := progress.New(cmd.ErrOrStderr(), quiet || opts.Base == "")
 			opts.Progress = func(layer string, total, n int64) { rep.Update(short(layer), total, n) }
 			r, err := verify.Run(cmd.Context(), opts)
@@ -78,7 +78,8 @@ unreadable file, invalid image).`,
 	}
 	img.register(cmd)
 	fl := cmd.Flags()
-	fl.StringArrayVarP(&opts.MachineConfigs, "machineconfig", "f", nil, "MachineConfig file or directory (YAML or JSON; - for stdin); repeatable")
+	fl.StringArrayVarP(&opts.MachineConfigs, "machineconfig", "f", nil, "MachineConfig file or directory (YAML, JSON or Butane; - for stdin); repeatable")
+	cli.AddPoolFlag(cmd)
 	fl.StringVar(&opts.Base, "base", "", "the base image the MachineConfigs are baked into (enables the base rules and revert analysis)")
 	fl.StringVar(&opts.Image, "image", "", "the layered image built from the MachineConfigs (enables the image rules)")
 	fl.StringArrayVar(&formats, "format", nil, "report format text, json, junit or sarif, optionally =FILE; repeatable")

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/mcbake/mcbake/machineconfig"
 )
 
 // Exit codes.
@@ -61,8 +63,28 @@ func Execute(ctx context.Context, cmd *cobra.Command, args []string, stdin io.Re
 	return code
 }
 
-// AddMachineConfigFlag adds the required, repeatable -f/--machineconfig.
+// AddMachineConfigFlag adds the required, repeatable -f/--machineconfig,
+// and --pool (read by Pool and LoadMachineConfigs).
 func AddMachineConfigFlag(cmd *cobra.Command, files *[]string) {
-	cmd.Flags().StringArrayVarP(files, "machineconfig", "f", nil, "MachineConfig file or directory (YAML or JSON; - for stdin); repeatable")
+	cmd.Flags().StringArrayVarP(files, "machineconfig", "f", nil, "MachineConfig file or directory (YAML, JSON or Butane; - for stdin); repeatable")
 	_ = cmd.MarkFlagRequired("machineconfig")
+	AddPoolFlag(cmd)
+}
+
+// AddPoolFlag adds --pool.
+func AddPoolFlag(cmd *cobra.Command) {
+	cmd.Flags().String("pool", "", "the MachineConfigPool the MachineConfigs are merged for (default: from their "+machineconfig.RoleLabel+
+		" labels); a custom pool merges the worker ones first, and MachineConfigs without the label are the pool's own")
+}
+
+// Pool returns the value of --pool ("" when the command has none).
+func Pool(cmd *cobra.Command) string {
+	p, _ := cmd.Flags().GetString("pool")
+	return p
+}
+
+// LoadMachineConfigs loads the MachineConfigs the files name for the pool
+// --pool names (see machineconfig.LoadForPool).
+func LoadMachineConfigs(cmd *cobra.Command, files []string) ([]*machineconfig.MachineConfig, error) {
+	return machineconfig.LoadForPool(files, cmd.InOrStdin(), Pool(cmd))
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/node"
 	"github.com/mcbake/mcbake/revert"
 )
@@ -57,7 +56,7 @@ deployment. A second run writes nothing.`,
 			if err := checkFormat(format); err != nil {
 				return err
 			}
-			mcs, err := machineconfig.Load(files, cmd.InOrStdin())
+			mcs, err := LoadMachineConfigs(cmd, files)
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,54 @@
+package verify
+
+import (
+	"strings"
+
+	"github.com/mcbake/mcbake/machineconfig"
+)
+
+// specFields reports the fields beside the Ignition config that an image
+// cannot carry (MCB016-MCB020).
+func (c *checker) specFields() {
+	for _, mc := range c.in.mcs {
+		at := func(field string) machineconfig.Source {
+			return machineconfig.Source{File: mc.File, MachineConfig: mc.Name, Field: field}
+		}
+		s := mc.Spec
+		if len(s.KernelArguments) > 0 {
+			c.add(RuleKernelArguments, at("spec.kernelArguments"), "", "kernel arguments %s: an image cannot carry them; the machine-config-daemon applies them after the rebase", strings.Join(s.KernelArguments, " "))
+		}
+		if len(s.Extensions) > 0 {
+			c.add(RuleExtensions, at("spec.extensions"), "", "extensions %s: the image does not have them; the machine-config-daemon installs them after the rebase", strings.Join(s.Extensions, ", "))
+		}
+		if s.KernelType == machineconfig.KernelRealtime || s.KernelType == machineconfig.Kernel64kPages {
+			c.add(RuleKernelType, at("spec.kernelType"), "", "kernelType %s: the image boots the base's kernel; the machine-config-daemon switches to the %s kernel after the rebase", s.KernelType, s.KernelType)
+		}
+		if s.FIPS {
+			c.add(RuleFIPS, at("spec.fips"), "", "fips: true: FIPS mode is set when a node is installed; the image cannot carry it and the machine-config-daemon does not change it on a running node")
+		}
+		if s.OSImageURL != "" && c.base != nil && !mc.Generated() && !c.namesInput(s.OSImageURL) {
+			c.add(RuleOSImageURL, at("spec.osImageURL"), "", "osImageURL %s names neither the base (%s, %s) nor the image: the machine-config-daemon would rebase the node onto it", s.OSImageURL, c.base.ref, c.base.digest)
+		}
+	}
+}
+
+// namesInput reports whether an osImageURL names the base or the image:
+// by digest when it has one, else by reference (without the docker://
+// transport of --base and --image).
+func (c *checker) namesInput(url string) bool {
+	type input struct{ ref, digest string }
+	ins := []input{{c.base.ref, c.base.digest.String()}}
+	if c.image != nil {
+		ins = append(ins, input{c.image.ref, c.image.digest.String()})
+	}
+	_, dgst, hasDigest := strings.Cut(url, "@")
+	for _, in := range ins {
+		if hasDigest && dgst == in.digest {
+			return true
+		}
+		if strings.TrimPrefix(in.ref, "docker://") == url {
+			return true
+		}
+	}
+	return false
+}

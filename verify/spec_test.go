@@ -1,0 +1,156 @@
+package verify
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// writeDoc writes a MachineConfig document (YAML) as name.yaml.
+func writeDoc(t *testing.T, dir, name, doc string) string {
+	t.Helper()
+	p := filepath.Join(dir, name+".yaml")
+	if err := os.WriteFile(p, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestSpecRules: each field an image cannot carry fires its rule at the
+// MachineConfig, field and line that set it, and stays silent when the
+// field is unset or harmless.
+func TestSpecRules(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	set := writeDoc(t, dir, "10-set", `kind: MachineConfig
+metadata: {name: 10-set}
+spec:
+  kernelArguments: [nosmt, "mitigations=auto"]
+  extensions: [usbguard]
+  kernelType: realtime
+  fips: true
+  osImageURL: quay.io/example/other@sha256:0000000000000000000000000000000000000000000000000000000000000000
+`)
+	quiet := writeDoc(t, dir, "20-quiet", `kind: MachineConfig
+metadata: {name: 20-quiet}
+spec:
+  kernelArguments: []
+  extensions: []
+  kernelType: default
+  fips: false
+  osImageURL: ""
+`)
+	tests := []struct {
+		rule string
+		want []string
+	}{
+		{RuleKernelArguments, []string{"10-set spec.kernelArguments "}},
+		{RuleExtensions, []string{"10-set spec.extensions "}},
+		{RuleKernelType, []string{"10-set spec.kernelType "}},
+		{RuleFIPS, []string{"10-set spec.fips "}},
+		{RuleOSImageURL, []string{"10-set spec.osImageURL "}},
+	}
+	r := e.run(Options{MachineConfigs: []string{set, quiet}, Base: e.base})
+	wantLine := map[string]int{RuleKernelArguments: 4, RuleExtensions: 5, RuleKernelType: 6, RuleFIPS: 7, RuleOSImageURL: 8}
+	for _, tt := range tests {
+		got := r.ByRule(tt.rule)
+		if diff := cmp.Diff(tt.want, fieldsOf(got)); diff != "" {
+			t.Errorf("%s findings (-want +got):\n%s", tt.rule, diff)
+		}
+		for _, f := range got {
+			if f.Line != wantLine[tt.rule] || f.File != set {
+				t.Errorf("%s finding at %s:%d, want %s:%d", tt.rule, f.File, f.Line, set, wantLine[tt.rule])
+			}
+		}
+	}
+	r = e.run(Options{MachineConfigs: []string{quiet}, Base: e.base})
+	for _, tt := range tests {
+		if got := r.ByRule(tt.rule); len(got) > 0 {
+			t.Errorf("%s fires on unset or default fields: %v", tt.rule, got)
+		}
+	}
+}
+
+// TestOSImageURLRule: an osImageURL naming the base or the image (by
+// digest or reference) is fine, one naming another image is an error,
+// a generated MachineConfig's is ignored (the MCO ignores it), and without
+// --base the rule does not run.
+func TestOSImageURLRule(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	plain := e.mc("00-plain", `{"storage": {"files": [`+file("/etc/a.conf", "x")+`]}}`)
+	img, res := e.buildResult(e.base, "layered", plain)
+	base := e.run(Options{MachineConfigs: []string{plain}, Base: e.base}).Base.Digest
+	mc := func(name, url, annotations string) string {
+		return writeDoc(t, dir, name, "kind: MachineConfig\nmetadata: {name: "+name+annotations+"}\nspec: {osImageURL: \""+url+"\"}\n")
+	}
+	tests := []struct {
+		name  string
+		file  string
+		image bool
+		fires bool
+	}{
+		{"the base by digest", mc("50-base", "quay.io/example/base@"+base.String(), ""), false, false},
+		{"the image by digest", mc("50-image", "quay.io/example/layered@"+res.Digest.String(), ""), true, false},
+		{"another image", mc("50-other", "quay.io/example/other:4.18", ""), false, true},
+		{"another digest", mc("50-other-digest", "quay.io/example/base@sha256:1111111111111111111111111111111111111111111111111111111111111111", ""), false, true},
+		{"a generated MachineConfig", mc("50-generated", "quay.io/example/other:4.18", ", annotations: {machineconfiguration.openshift.io/generated-by-controller-version: v4.18}"), false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := Options{MachineConfigs: []string{plain, tt.file}, Base: e.base}
+			if tt.image {
+				o.Image = img
+			}
+			got := e.run(o).ByRule(RuleOSImageURL)
+			if fires := len(got) > 0; fires != tt.fires {
+				t.Errorf("%s fired = %v, want %v: %v", RuleOSImageURL, fires, tt.fires, got)
+			}
+		})
+	}
+	r := e.run(Options{MachineConfigs: []string{mc("50-nobase", "quay.io/example/other:4.18", "")}})
+	var reason string
+	for _, n := range r.NotRun {
+		if n.Rule == RuleOSImageURL {
+			reason = n.Reason
+		}
+	}
+	if reason != "needs --base" {
+		t.Errorf("%s without --base: not run %q, want %q", RuleOSImageURL, reason, "needs --base")
+	}
+}
+
+// TestButaneFindingLines: findings about a Butane config point at the
+// Butane file and the line where Butane writes the field.
+func TestButaneFindingLines(t *testing.T) {
+	e := newEnv(t)
+	bu := filepath.Join(t.TempDir(), "tool.bu")
+	if err := os.WriteFile(bu, []byte(`variant: openshift
+version: 4.18.0
+metadata:
+  name: 99-tool
+  labels: {machineconfiguration.openshift.io/role: worker}
+openshift:
+  kernel_arguments: [nosmt]
+storage:
+  files:
+    - path: /etc/ok.conf
+      contents: {inline: ok}
+    - path: /usr/lib/tool.conf
+      contents: {inline: lost}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := e.run(Options{MachineConfigs: []string{bu}})
+	for _, tt := range []struct {
+		rule string
+		line int
+	}{{RuleKernelArguments, 7}, {RuleUsrContent, 12}} {
+		got := r.ByRule(tt.rule)
+		if len(got) != 1 || got[0].File != bu || got[0].Line != tt.line {
+			t.Errorf("%s findings = %+v, want one at %s:%d", tt.rule, got, bu, tt.line)
+		}
+	}
+}
