@@ -36,24 +36,57 @@ func ensureTool(bin, pkg string) error {
 }
 
 func lookOrInstall(bin, pkg string) error {
-	if _, err := exec.LookPath(bin); err == nil {
+	onPath := func() error {
+		_, err := exec.LookPath(bin)
+		return err
+	}
+	return presentOrInstall(bin, pkg, onPath)
+}
+
+// EnsureFile makes sure the file path exists, installing the Debian
+// package pkg that ships it with apt-get when it is missing and we are
+// root (a header or library a test builds against). Safe for concurrent
+// use; apt-get runs at most once per path and test binary.
+func EnsureFile(path, pkg string) error {
+	toolsMu.Lock()
+	defer toolsMu.Unlock()
+	if err, done := toolErrs[path]; done {
+		return err
+	}
+	err := presentOrInstall(path, pkg, func() error {
+		_, err := os.Stat(path)
+		return err
+	})
+	toolErrs[path] = err
+	return err
+}
+
+// presentOrInstall installs pkg unless present says what (a command or
+// a file) is there already.
+func presentOrInstall(what, pkg string, present func() error) error {
+	if present() == nil {
 		return nil
 	}
 	if os.Geteuid() != 0 {
-		return fmt.Errorf("%s is not installed (Debian package %s) and installing it needs root", bin, pkg)
+		return fmt.Errorf("%s is not installed (Debian package %s) and installing it needs root", what, pkg)
 	}
 	apt, err := exec.LookPath("apt-get")
 	if err != nil {
-		return fmt.Errorf("%s is not installed (Debian package %s) and there is no apt-get", bin, pkg)
+		return fmt.Errorf("%s is not installed (Debian package %s) and there is no apt-get", what, pkg)
 	}
 	if err := aptInstall(apt, pkg); err != nil {
 		return fmt.Errorf("installing %s: %w", pkg, err)
 	}
-	if _, err := exec.LookPath(bin); err != nil {
+	if err := present(); err != nil {
 		return fmt.Errorf("package %s installed but %w", pkg, err)
 	}
 	return nil
 }
+
+// EnsureTool makes sure bin is on PATH, installing the Debian package pkg
+// with apt-get when it is missing and we are root. Safe for concurrent
+// use.
+func EnsureTool(bin, pkg string) error { return ensureTool(bin, pkg) }
 
 // aptInstall installs pkg, refreshing the package lists once if the first
 // attempt fails (a fresh machine may have none).
