@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/mcbake/mcbake/internal/ostreetest"
 )
 
@@ -114,6 +116,16 @@ func build() (string, error) {
 	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
 		return "", err
 	}
+	// Test binaries of several packages may build at once: one builds,
+	// the others wait and take its binary.
+	unlock, err := lock(filepath.Join(filepath.Dir(bin), "lock"))
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if fileExists(bin) {
+		return bin, nil
+	}
 	tmp := fmt.Sprintf("%s.tmp-%d", bin, os.Getpid())
 	cmd := exec.Command(goCmd, "build", "-o", tmp,
 		"-ldflags", "-X "+Module+"/internal/version.Raw="+version, "./internal")
@@ -124,6 +136,19 @@ func build() (string, error) {
 		return "", fmt.Errorf("go build %s/internal@%s: %w: %s", Module, version, err, strings.TrimSpace(string(out)))
 	}
 	return bin, os.Rename(tmp, bin)
+}
+
+// lock takes an exclusive flock of path, waiting for it, and returns the
+// unlock.
+func lock(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		return nil, errors.Join(fmt.Errorf("flock %s: %w", path, err), f.Close())
+	}
+	return func() { _ = f.Close() }, nil
 }
 
 // module returns the directory and version of the ignition module in the
