@@ -114,11 +114,13 @@ type Entry struct {
 	Source        manifest.Source `json:"source"`
 	// Image is, for an image without an mcbake manifest (PredictDerived),
 	// the image's own default at the path compared with what the
-	// machine-config-daemon writes there: "same" where the node's copy is
-	// an unmodified default, "differs" or "absent" where the merge sees
-	// the node's copy as modified or added (for an absent entry, "absent"
-	// means the image lacks the path too). Nil for mcbake's own images,
-	// whose defaults are what the MCD writes by construction.
+	// MachineConfigs want there. Where the machine-config-daemon writes
+	// the path, "same" means the node's copy is an unmodified default, and
+	// "differs" or "absent" that the merge sees it modified or added; for
+	// an absent entry, "absent" is the unmodified case. Ownership.BaseOnly
+	// paths are the image's default on the node whatever this says. Nil
+	// for mcbake's own images, whose defaults are what the MCD writes by
+	// construction.
 	Image *manifest.BaseState `json:"image,omitempty"`
 	// Managed is set for the files the machine-config-daemon's
 	// certificate writer keeps up to date on the node (rotated CAs, the
@@ -203,11 +205,11 @@ func predict(m *manifest.Manifest, d *defaults, base render.Root) ([]Entry, erro
 	if err != nil && !errors.Is(err, render.ErrTooManyLinks) {
 		return nil, err
 	}
-	m2 := merge{cc: cc, baseDirs: baseDirs}
+	rules := merge{cc: cc, baseDirs: baseDirs}
 	if d != nil {
-		m2.baseOnly = d.baseOnly
+		rules.baseOnly = d.baseOnly
 	}
-	m2.apply(out)
+	rules.apply(out)
 	for i := range out {
 		out[i].Clobbered = out[i].Outcome.Clobbers()
 	}
