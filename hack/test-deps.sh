@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests use (real ostree, skopeo, umoci,
-# buildah, crun; qemu, mmdebstrap and e2fsprogs for internal/ostreevm) when
+# buildah, crun; qemu, mmdebstrap and e2fsprogs for internal/ostreevm;
+# libblkid's headers for building ignition in internal/ignitiontest) when
 # they are missing. Needs root for apt-get; otherwise it
 # only says what is missing, and the tests that need them skip.
 set -euo pipefail
@@ -10,6 +11,7 @@ for pair in ostree:ostree skopeo:skopeo umoci:umoci buildah:buildah crun:crun \
   cmd=${pair%%:*} pkg=${pair##*:}
   command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done
+[ -e /usr/include/blkid/blkid.h ] || need+=(libblkid-dev)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
   echo "test-deps: missing ${need[*]} (not root: not installing; tests that need them skip)" >&2

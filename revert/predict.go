@@ -2,18 +2,22 @@
 // paths when a node reverts from that image to a base image: Predict and
 // Diff apply ostree's three-way /etc merge rules (docs/design.md, "ostree's
 // /etc merge") to an ownership manifest and a view of the base's tree;
-// NewPlan turns the prediction into the revert plan, the list of paths a
-// node must rewrite after the rebase, and ReadPlan reads one back.
+// PredictDerived and DiffDerived do the same for an image that carries no
+// manifest (docs/design.md, "Images built by others"), comparing what the
+// machine-config-daemon writes with the image's own defaults; NewPlan
+// turns the prediction into the revert plan, the list of paths a node must
+// rewrite after the rebase, and ReadPlan reads one back.
 //
 // The package is pure: it reads nothing but the manifest and the
-// render.Root it is given (a base image's index, a directory on disk),
-// and builds without cgo or any containers/* module.
+// render.Root trees it is given (a base image's index, a directory on
+// disk), and builds without cgo or any containers/* module.
 package revert
 
 import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -44,7 +48,7 @@ type Outcome string
 const (
 	// Kept: after the revert the node has what the MachineConfig wants:
 	// the base has exactly that, or the node's own copy survives the
-	// merge (see mcdStored).
+	// merge (see nodeCopies).
 	Kept Outcome = "kept"
 	// Removed: the node's copy is an unmodified default of the image and
 	// the base lacks the path, so the merge deletes it.
@@ -108,6 +112,16 @@ type Entry struct {
 	Outcome       Outcome         `json:"outcome"`
 	Reason        string          `json:"reason"`
 	Source        manifest.Source `json:"source"`
+	// Image is, for an image without an mcbake manifest (PredictDerived),
+	// the image's own default at the path compared with what the
+	// MachineConfigs want there. Where the machine-config-daemon writes
+	// the path, "same" means the node's copy is an unmodified default, and
+	// "differs" or "absent" that the merge sees it modified or added; for
+	// an absent entry, "absent" is the unmodified case. Ownership.BaseOnly
+	// paths are the image's default on the node whatever this says. Nil
+	// for mcbake's own images, whose defaults are what the MCD writes by
+	// construction.
+	Image *manifest.BaseState `json:"image,omitempty"`
 	// Managed is set for the files the machine-config-daemon's
 	// certificate writer keeps up to date on the node (rotated CAs, the
 	// pull secret): whatever a revert does to them, the daemon writes
@@ -125,23 +139,89 @@ type Entry struct {
 // image was built on. Entries come back sorted by resolved path. An error
 // means the base's tree could not be read.
 func Predict(m *manifest.Manifest, base render.Root) ([]Entry, error) {
+	return predict(m, nil, base)
+}
+
+// Ownership is what the MachineConfigs own on a node that runs a layered
+// image without an ownership manifest (docs/design.md, "Images built by
+// others").
+type Ownership struct {
+	// Manifest lists the owned entries with the MachineConfig fields that
+	// own them: what the machine-config-daemon writes on the node (the
+	// MachineConfigs rendered against the image), and what they own only
+	// on the base (BaseOnly). It records no base.
+	Manifest *manifest.Manifest
+	// BaseOnly are the paths (as requested) of Manifest's entries that the
+	// machine-config-daemon does not write on the node, because the image
+	// already has them as the MachineConfigs need (a parent directory the
+	// base lacks) or already lacks them (a removal of a base path): the
+	// node has the image's default there.
+	BaseOnly map[string]bool
+}
+
+// PredictDerived is Predict for a layered image that carries no ownership
+// manifest (docs/design.md, "Images built by others"): o says what the
+// MachineConfigs own on a node that runs the image, and layered is the
+// image's own tree. The node's copy of each path is what the MCD wrote
+// (the image's default for BaseOnly paths); ostree's merge sees it
+// unmodified only where layered's default equals it, so only there does
+// the base's default replace it. A path the image bakes otherwise
+// (Ignition's preset-based enablement, another mode or owner) is modified
+// on the node and survives the revert. Entry.Image records the comparison.
+func PredictDerived(o Ownership, layered, base render.Root) ([]Entry, error) {
+	return predict(o.Manifest, &defaults{tree: layered, baseOnly: o.BaseOnly}, base)
+}
+
+// defaults is what the node's copies are compared with when the image's
+// defaults are not the manifest's entries: the image's tree, and the
+// paths where the node has the image's default.
+type defaults struct {
+	tree     render.Root
+	baseOnly map[string]bool
+}
+
+// predict classifies every entry against the base, records the image's
+// state of it when its defaults are given (d), then applies the merge
+// rules that depend on what the node changed.
+func predict(m *manifest.Manifest, d *defaults, base render.Root) ([]Entry, error) {
 	out := make([]Entry, 0, len(m.Entries))
+	baseDirs := map[string]bool{}
 	for _, me := range m.Entries {
 		e, err := classify(me, base)
+		if err == nil && d != nil {
+			e.Image, err = imageState(me, d.tree)
+		}
+		if err == nil && slices.Contains(e.Differs, manifest.AttrType) {
+			var have manifest.Entry
+			have, _, err = base.Lstat(e.Path)
+			baseDirs[e.Path] = have.Type == manifest.Directory
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", me.Path, err)
 		}
 		out = append(out, e)
 	}
+	cc, err := render.Resolve(base, render.CurrentConfig)
+	if err != nil && !errors.Is(err, render.ErrTooManyLinks) {
+		return nil, err
+	}
+	rules := merge{cc: cc, baseDirs: baseDirs}
+	if d != nil {
+		rules.baseOnly = d.baseOnly
+	}
+	rules.apply(out)
+	for i := range out {
+		out[i].Clobbered = out[i].Outcome.Clobbers()
+	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil
 }
 
+// classify resolves an entry in the base and gives it the outcome of the
+// merge table for a node whose copy is the image's unmodified default.
 func classify(me manifest.Entry, base render.Root) (Entry, error) {
-	rp, err := render.Locate(base, me.Path, me.Type == manifest.Directory)
-	if errors.Is(err, render.ErrTooManyLinks) {
-		rp = path.Clean(me.Path)
-	} else if err != nil {
+	rp, err := locate(base, me)
+	if err != nil {
 		return Entry{}, err
 	}
 	at := me
@@ -155,35 +235,150 @@ func classify(me manifest.Entry, base render.Root) (Entry, error) {
 		e.RequestedPath = me.Path
 	}
 	e.Outcome, e.Reason = outcome(e.Zone, me.Type, st)
-	if e.Zone == ZoneEtc {
-		if reason, ok := mcdStored(me, rp, base); ok {
-			e.Outcome, e.Reason = Kept, reason
-		}
-	}
-	e.Clobbered = e.Outcome.Clobbers()
 	e.Managed = me.Managed != "" || render.CertificateWriterManages(me.Path) || render.CertificateWriterManages(rp)
 	return e, nil
 }
 
-// mcdStored reports whether the merge keeps the node's own copy of an
-// owned path because the machine-config-daemon writes
-// render.CurrentConfig after staging every update, with the new
-// MachineConfig (on a revert its osImageURL names the base, so it never
-// equals what the layered image baked). ostree therefore sees the file
-// modified (or added) and copies it over the base's /etc, and recreates
-// its parent directory from the node's copy, replacing the base's mode
-// and owners or its absence (TestRevertEndToEnd checks this against real
-// ostree). Rewriting either would put back a config the node no longer
-// runs.
-func mcdStored(me manifest.Entry, rp string, root render.Root) (string, bool) {
-	if me.Path == render.CurrentConfig {
-		return "the machine-config-daemon stores the new config here after staging the revert: the node's copy is modified, so the merge keeps it", true
+// locate is where the entry lands in root; a symlink loop leaves the path
+// as it is.
+func locate(root render.Root, me manifest.Entry) (string, error) {
+	rp, err := render.Locate(root, me.Path, me.Type == manifest.Directory)
+	if errors.Is(err, render.ErrTooManyLinks) {
+		return path.Clean(me.Path), nil
 	}
-	cc, err := render.Resolve(root, render.CurrentConfig)
-	if err != nil || me.Type != manifest.Directory || rp != path.Dir(cc) {
-		return "", false
+	return rp, err
+}
+
+// imageState compares the image's default at the entry's path (resolved
+// through the image's own symlinks) with the entry.
+func imageState(me manifest.Entry, layered render.Root) (*manifest.BaseState, error) {
+	rp, err := locate(layered, me)
+	if err != nil {
+		return nil, err
 	}
-	return "parent of the config the machine-config-daemon stores after staging the revert: the merge recreates it from the node's copy", true
+	at := me
+	at.ResolvedPath = rp
+	return render.BaseState(layered, at)
+}
+
+// unmodified reports whether a tree's state of an owned entry (a
+// BaseState) is what the entry wants: the same, or absent for an absent
+// entry.
+func unmodified(t manifest.Type, st *manifest.BaseState) bool {
+	return st.State == manifest.StateSame || (t == manifest.Absent && st.State == manifest.StateAbsent)
+}
+
+// merge applies, to the /etc entries, the rules of docs/design.md,
+// "ostree's /etc merge", that depend on what the node changed: the copies
+// the merge keeps (the config the MCD stores after staging, and for
+// images without a manifest every path the MCD writes otherwise than the
+// image has it), the parent directories it recreates from the node's
+// copies (ostree's ensure_directory_from_template, whatever the base
+// has), and the directories it copies whole because the base lacks them.
+type merge struct {
+	// cc is where the MCD stores its config, resolved in the base: it
+	// writes it on every revert, whatever the manifest says.
+	cc string
+	// baseOnly are the requested paths whose node copy is the image's
+	// default (see Ownership).
+	baseOnly map[string]bool
+	// baseDirs says which paths the base has as a directory where the
+	// entry wants another type.
+	baseDirs map[string]bool
+}
+
+// changed reports whether ostree's merge sees the node's copy of the
+// entry as modified, added or removed: the MCD wrote it otherwise than
+// the image has it.
+func (m merge) changed(e *Entry) bool {
+	return e.Image != nil && !m.baseOnly[e.Want.Path] && !unmodified(e.Type, e.Image)
+}
+
+func (m merge) apply(entries []Entry) {
+	changed := []string{m.cc}
+	var whole []string
+	for i := range entries {
+		e := &entries[i]
+		if e.Zone != ZoneEtc || !m.changed(e) {
+			continue
+		}
+		if e.Type != manifest.Absent {
+			changed = append(changed, e.Path)
+		}
+		if e.Type == manifest.Directory && e.Base == manifest.StateAbsent {
+			whole = append(whole, e.Path)
+		}
+	}
+	for i := range entries {
+		e := &entries[i]
+		if e.Zone != ZoneEtc {
+			continue
+		}
+		child := firstBelow(changed, e.Path)
+		switch {
+		case e.Want.Path == render.CurrentConfig:
+			e.Outcome, e.Reason = Kept, "the machine-config-daemon stores the new config here after staging the revert: the node's copy is modified, so the merge keeps it"
+		case e.Type == manifest.Directory && child != "":
+			e.Outcome, e.Reason = m.recreated(e, child == m.cc)
+		case m.changed(e):
+			e.Outcome, e.Reason = modified(e, m.baseDirs[e.Path])
+		case isUnder(whole, e.Path):
+			e.Outcome, e.Reason = Kept, "inside a directory the node's copy changes and the base lacks: the merge copies that directory whole"
+		}
+	}
+}
+
+// recreated is the outcome of a directory below which the node's copy
+// changes a path: the merge recreates it from the node's copy, which is
+// what the MachineConfigs want unless the node has the image's default
+// there and that differs.
+func (m merge) recreated(e *Entry, config bool) (Outcome, string) {
+	why := "parent of a path the node's copy changes: the merge recreates it from the node's copy"
+	if config {
+		why = "parent of the config the machine-config-daemon stores after staging the revert: the merge recreates it from the node's copy"
+	}
+	if m.baseOnly[e.Want.Path] && e.Image != nil && e.Image.State == manifest.StateDiffers {
+		return Reverted, why + ", which is the image's default and differs (" + joinAttrs(e.Image.Differs) + ")"
+	}
+	return Kept, why
+}
+
+// firstBelow returns the first of paths strictly below dir, or "".
+func firstBelow(paths []string, dir string) string {
+	for _, p := range paths {
+		if strings.HasPrefix(p, dir+"/") {
+			return p
+		}
+	}
+	return ""
+}
+
+// isUnder reports whether p is strictly below one of dirs.
+func isUnder(dirs []string, p string) bool {
+	return slices.ContainsFunc(dirs, func(d string) bool { return strings.HasPrefix(p, d+"/") })
+}
+
+// modified is the outcome of an /etc entry whose node copy (what the MCD
+// wrote) differs from the image's default, so that the merge sees it
+// modified, added or removed; baseDir says the base has a directory where
+// the entry is not one.
+func modified(e *Entry, baseDir bool) (Outcome, string) {
+	why := "the image lacks it, so the node's copy (what the machine-config-daemon wrote) counts as added"
+	if e.Image.State == manifest.StateDiffers {
+		why = fmt.Sprintf("the image's default differs from what the machine-config-daemon writes (%s), so the node's copy counts as modified", joinAttrs(e.Image.Differs))
+	}
+	baseHasDir := e.Base != manifest.StateAbsent && !slices.Contains(e.Differs, manifest.AttrType)
+	switch {
+	case e.Type == manifest.Absent:
+		return Kept, "the image has it and the machine-config-daemon removes it on the node: the merge keeps the removal"
+	case e.Type == manifest.Directory && e.Base == manifest.StateAbsent:
+		return Kept, why + "; the base lacks the directory, so the merge copies the node's whole"
+	case e.Type == manifest.Directory && baseHasDir && e.Outcome != Kept:
+		return e.Outcome, why + ", but the merge keeps the base's directory: a directory's own mode and owners are not carried over (differs from the base: " + joinAttrs(e.Differs) + ")"
+	case e.Type != manifest.Directory && baseDir:
+		return Reverted, why + ", and the base has a directory here: ostree refuses to finalize the deployment"
+	}
+	return Kept, why + ", and the merge keeps it"
 }
 
 // outcome applies the table of docs/design.md, "ostree's /etc merge", for a node whose copy equals the

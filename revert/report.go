@@ -34,13 +34,34 @@ func (r ImageRef) Same(o ImageRef) bool {
 	return r.Digest != "" && r.Digest == o.Digest
 }
 
-// Report is the result of Diff.
+// Report is the result of Diff or DiffDerived.
 type Report struct {
-	Base    ImageRef `json:"base"`
-	Image   ImageRef `json:"image"`
-	Entries []Entry  `json:"entries"`
-	Summary Summary  `json:"summary"`
+	Base  ImageRef `json:"base"`
+	Image ImageRef `json:"image"`
+	// Owned says where the owned paths come from.
+	Owned Provenance `json:"owned"`
+	// MachineConfigs are the MachineConfigs the owned paths were derived
+	// from, when Owned is Derived.
+	MachineConfigs []manifest.MachineConfig `json:"machineConfigs,omitempty"`
+	Entries        []Entry                  `json:"entries"`
+	Summary        Summary                  `json:"summary"`
 }
+
+// Provenance says where a report's owned paths come from.
+type Provenance string
+
+// Provenances.
+const (
+	// Recorded: an ownership manifest that mcbake recorded when it built
+	// the image (embedded in it, or a copy in a file).
+	Recorded Provenance = "manifest"
+	// Derived: the image has no ownership manifest (it was built by
+	// others); the owned paths are what the machine-config-daemon writes
+	// for the given MachineConfigs on a node that runs the image, and the
+	// image's defaults come from its own layers (docs/design.md, "Images
+	// built by others").
+	Derived Provenance = "derived"
+)
 
 // Diff predicts what a revert from the layered image whose manifest is m
 // to the base, whose tree is tree, does to every owned path (see
@@ -50,7 +71,18 @@ func Diff(m *manifest.Manifest, image, base ImageRef, tree render.Root) (*Report
 	if err != nil {
 		return nil, err
 	}
-	return &Report{Base: base, Image: image, Entries: entries, Summary: Summarize(entries)}, nil
+	return &Report{Base: base, Image: image, Owned: Recorded, Entries: entries, Summary: Summarize(entries)}, nil
+}
+
+// DiffDerived is Diff for a layered image without an ownership manifest
+// (see PredictDerived): o is what the MachineConfigs own on a node that
+// runs the image, layered the image's tree, tree the base's.
+func DiffDerived(o Ownership, image, base ImageRef, layered, tree render.Root) (*Report, error) {
+	entries, err := PredictDerived(o, layered, tree)
+	if err != nil {
+		return nil, err
+	}
+	return &Report{Base: base, Image: image, Owned: Derived, MachineConfigs: o.Manifest.MachineConfigs, Entries: entries, Summary: Summarize(entries)}, nil
 }
 
 // Clobbered returns the resolved paths the report marks clobbered, sorted.
@@ -85,6 +117,9 @@ func (r *Report) WriteText(w io.Writer, color bool) error {
 		return "\x1b[" + code + "m" + s + "\x1b[0m"
 	}
 	fmt.Fprintf(w, "revert %s -> base %s\n", orDash(r.Image.Reference), orDash(r.Base.Reference))
+	if r.Owned == Derived {
+		fmt.Fprintf(w, "the image has no mcbake manifest: owned paths derived from %d MachineConfig(s) rendered against the image, compared with the image's own defaults\n", len(r.MachineConfigs))
+	}
 	fmt.Fprintf(w, "%d owned paths, %s", r.Summary.Total, paint(clobberColor(r.Summary.Clobbered), fmt.Sprintf("%d clobbered", r.Summary.Clobbered)))
 	for _, o := range outcomeOrder {
 		if n := r.Summary.ByOutcome[o]; n > 0 {
@@ -128,10 +163,18 @@ func clobberColor(n int) string {
 }
 
 func baseText(e Entry) string {
+	s := "base " + string(e.Base)
 	if e.Base == manifest.StateDiffers {
-		return fmt.Sprintf("base differs %v", e.Differs)
+		s = fmt.Sprintf("base differs %v", e.Differs)
 	}
-	return "base " + string(e.Base)
+	switch {
+	case e.Image == nil:
+	case e.Image.State == manifest.StateDiffers:
+		s += fmt.Sprintf(", image differs %v", e.Image.Differs)
+	default:
+		s += ", image " + string(e.Image.State)
+	}
+	return s
 }
 
 func orDash(s string) string {

@@ -3,9 +3,13 @@ package verify
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 
 	"github.com/mcbake/mcbake/image"
+	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
+	"github.com/mcbake/mcbake/render"
 	"github.com/mcbake/mcbake/revert"
 )
 
@@ -15,8 +19,14 @@ type DiffOptions struct {
 	Base string
 	// Exactly one of Image (a layered image reference) and ManifestFile.
 	Image, ManifestFile string
-	Images              image.Options
-	CacheDir            string
+	// MachineConfigs (files, directories or "-" for Stdin, as for
+	// machineconfig.Load) are what the node runs. They are read only
+	// when Image has no ownership manifest (an image built by others):
+	// the owned paths are then derived from them (revert.DiffDerived).
+	MachineConfigs []string
+	Stdin          io.Reader
+	Images         image.Options
+	CacheDir       string
 	// Progress, when set, is told of the bytes read from each base layer.
 	Progress func(layer string, total, n int64)
 }
@@ -27,21 +37,50 @@ var ErrImageOrManifest = errors.New("give exactly one of the layered image and i
 
 // Diff reads the layered image's ownership manifest (from the image or
 // the file), opens and indexes the base, and predicts the revert with
-// revert.Diff.
+// revert.Diff. An image without a manifest (built by others) needs
+// MachineConfigs: the error then wraps image.ErrNotLayered.
 func Diff(ctx context.Context, o DiffOptions) (_ *revert.Report, err error) {
 	if (o.Image == "") == (o.ManifestFile == "") {
 		return nil, ErrImageOrManifest
 	}
 	m, ref, err := layeredManifest(ctx, o)
-	if err != nil {
+	derived := errors.Is(err, image.ErrNotLayered) && len(o.MachineConfigs) > 0
+	if err != nil && !derived {
 		return nil, err
 	}
-	b, err := image.OpenBase(ctx, o.Base, image.BaseOptions{Images: o.Images, CacheDir: o.CacheDir, Progress: o.Progress})
+	b, err := image.OpenBase(ctx, o.Base, o.baseOptions())
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, b.Close()) }()
+	if derived {
+		return diffDerived(ctx, o, imageRef(o.Base, b.ID()), b.Tree())
+	}
 	return revert.Diff(m, ref, imageRef(o.Base, b.ID()), b.Tree())
+}
+
+func (o DiffOptions) baseOptions() image.BaseOptions {
+	return image.BaseOptions{Images: o.Images, CacheDir: o.CacheDir, Progress: o.Progress}
+}
+
+// diffDerived predicts the revert of an image without an ownership
+// manifest: the MachineConfigs rendered against the image's own tree
+// (indexed from its layers) are what the node owns (see derive).
+func diffDerived(ctx context.Context, o DiffOptions, base revert.ImageRef, tree render.Root) (_ *revert.Report, err error) {
+	mcs, err := machineconfig.Load(o.MachineConfigs, o.Stdin)
+	if err != nil {
+		return nil, err
+	}
+	l, err := image.OpenBase(ctx, o.Image, o.baseOptions())
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, l.Close()) }()
+	owned, err := derive(machineconfig.Merge(mcs), l.Tree(), tree)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o.Image, err)
+	}
+	return revert.DiffDerived(owned, imageRef(o.Image, l.ID()), base, l.Tree(), tree)
 }
 
 func layeredManifest(ctx context.Context, o DiffOptions) (*manifest.Manifest, revert.ImageRef, error) {

@@ -10,6 +10,7 @@ import (
 	"github.com/mcbake/mcbake/internal/baseindex"
 	"github.com/mcbake/mcbake/internal/decompress"
 	"github.com/mcbake/mcbake/manifest"
+	"github.com/mcbake/mcbake/render"
 	"github.com/opencontainers/go-digest"
 )
 
@@ -27,6 +28,12 @@ type imageInput struct {
 	layer  *layerScan
 	// manifest is the embedded manifest when it was found and decoded.
 	manifest *manifest.Manifest
+	// builtByOthers is set for an image without mcbake's manifest label
+	// (the MCO's on-cluster build, a Containerfile running
+	// ignition-apply); tree is then its indexed filesystem, from which
+	// revert analysis reads its defaults.
+	builtByOthers bool
+	tree          render.Root
 }
 
 // layerScan is the top layer's content: every entry by absolute path
@@ -39,9 +46,10 @@ type layerScan struct {
 
 // readImage opens a layered image and reads its labels and top layer. An
 // image with the base's digest is only marked as such; an image without
-// mcbake's manifest label is an input error.
-func readImage(ctx context.Context, ref string, opts image.Options, baseDigest digest.Digest) (_ *imageInput, err error) {
-	im, err := image.Open(ctx, ref, opts)
+// mcbake's manifest label is marked built by others and its layers are
+// indexed.
+func readImage(ctx context.Context, ref string, opts image.BaseOptions, baseDigest digest.Digest) (_ *imageInput, err error) {
+	im, err := image.Open(ctx, ref, opts.Images)
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", ref, err)
 	}
@@ -52,7 +60,12 @@ func readImage(ctx context.Context, ref string, opts image.Options, baseDigest d
 		return in, nil
 	}
 	if in.labels[image.LabelManifestDigest] == "" {
-		return nil, fmt.Errorf("%s: %w", ref, image.ErrNotLayered)
+		ix, err := image.IndexLayers(ctx, im, opts)
+		if err != nil {
+			return nil, fmt.Errorf("indexing %s: %w", ref, err)
+		}
+		in.builtByOthers, in.tree = true, baseindex.Root{Index: ix}
+		return in, nil
 	}
 	layers := im.Layers()
 	if len(layers) == 0 {

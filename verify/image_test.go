@@ -2,7 +2,6 @@ package verify
 
 import (
 	"archive/tar"
-	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -87,12 +86,6 @@ func TestImageRules(t *testing.T) {
 			}
 		})
 	}
-	t.Run("an image that is not layered", func(t *testing.T) {
-		_, err := e.tryRun(Options{MachineConfigs: []string{mc}, Base: e.base, Image: bumped})
-		if !errors.Is(err, image.ErrNotLayered) {
-			t.Errorf("Run(--image not layered) = %v, want ErrNotLayered", err)
-		}
-	})
 }
 
 // TestManifestDrift writes images by hand, as the append engine does,

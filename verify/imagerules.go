@@ -28,6 +28,12 @@ func (c *checker) imageRules() {
 		}
 		return
 	}
+	if img.builtByOthers {
+		for _, id := range []string{RuleManifestDrift, RuleStaleImage, RuleBaseMismatch} {
+			c.skip(id, "the image has no mcbake manifest (built by others)")
+		}
+		return
+	}
 	if !c.embeddedManifest() {
 		c.skip(RuleStaleImage, "the image has no valid embedded manifest")
 		c.skip(RuleBaseMismatch, "the image has no valid embedded manifest")
@@ -267,19 +273,42 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
+// predictRevert predicts the revert of the owned paths to the base; for
+// an image built by others, of those derived from the MachineConfigs
+// against the image's own tree. A prediction that cannot be made skips
+// MCB007 and returns false.
+func (c *checker) predictRevert() ([]revert.Entry, bool) {
+	var entries []revert.Entry
+	var err error
+	if c.image != nil && c.image.builtByOthers {
+		owned, derr := derive(c.renderInput(), c.image.tree, c.root)
+		if derr != nil {
+			c.skip(RuleRevertClobber, "the owned paths could not be derived for the image built by others: "+derr.Error())
+			return nil, false
+		}
+		entries, err = revert.PredictDerived(owned, c.image.tree, c.root)
+	} else {
+		m := c.ownedManifest()
+		if m == nil {
+			c.skip(RuleRevertClobber, "the MachineConfigs could not be rendered")
+			return nil, false
+		}
+		entries, err = revert.Predict(m, c.root)
+	}
+	if err != nil {
+		c.skip(RuleRevertClobber, "the base could not be read: "+err.Error())
+		return nil, false
+	}
+	return entries, true
+}
+
 // revert reports what a revert to the base clobbers (MCB007).
 func (c *checker) revert() {
 	if c.base == nil {
 		return
 	}
-	m := c.ownedManifest()
-	if m == nil {
-		c.skip(RuleRevertClobber, "the MachineConfigs could not be rendered")
-		return
-	}
-	entries, err := revert.Predict(m, c.root)
-	if err != nil {
-		c.skip(RuleRevertClobber, "the base could not be read: "+err.Error())
+	entries, ok := c.predictRevert()
+	if !ok {
 		return
 	}
 	var paths []string

@@ -40,9 +40,11 @@ type Options struct {
 // Run verifies the MachineConfigs, and the base and image when given. The
 // problems it finds are in the Report; an error means the verification
 // could not run (an unknown rule, an unreadable file, YAML that does not
-// parse, an image that cannot be opened or is not an mcbake layered
-// image). MachineConfig content that the loader refuses is not an error
-// but MCB001 findings.
+// parse, an image that cannot be opened). An image without mcbake's
+// manifest (built by others) skips the manifest rules, and its revert
+// analysis derives the owned paths from the MachineConfigs
+// (revert.PredictDerived). MachineConfig content that the loader refuses
+// is not an error but MCB001 findings.
 func Run(ctx context.Context, o Options) (_ *Report, err error) {
 	disabled, err := disabledRules(o.Disable)
 	if err != nil {
@@ -70,7 +72,8 @@ func Run(ctx context.Context, o Options) (_ *Report, err error) {
 		if b != nil {
 			baseDigest = b.digest
 		}
-		if img, err = readImage(ctx, o.Image, o.Images, baseDigest); err != nil {
+		bo := image.BaseOptions{Images: o.Images, CacheDir: o.CacheDir, Progress: o.Progress}
+		if img, err = readImage(ctx, o.Image, bo, baseDigest); err != nil {
 			return nil, err
 		}
 	}

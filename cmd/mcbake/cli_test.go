@@ -473,3 +473,73 @@ func TestBuildFromDockerAndMultiPlatformBases(t *testing.T) {
 		t.Errorf("build for a missing platform: exit %d, stderr %q; want exit 2 naming the available platforms", code, stderr)
 	}
 }
+
+// TestDiffImageBuiltByOthers: an image without an mcbake manifest needs
+// the MachineConfigs (-f); with them the owned paths are derived and
+// compared with the image's own defaults.
+func TestDiffImageBuiltByOthers(t *testing.T) {
+	e := newEnv(t)
+	others := filepath.Join(e.dir, "others")
+	layer := testbase.Layer{Files: []testbase.File{
+		{Path: "etc/mcbake/same.conf", Mode: 0o644, Content: []byte("same\n")},
+		{Path: "etc/mcbake/mode.conf", Mode: 0o600, Content: []byte("mode\n")},
+	}}
+	if _, err := testbase.Write(others, testbase.Options{ExtraLayers: []testbase.Layer{layer}}); err != nil {
+		t.Fatal(err)
+	}
+	mc := filepath.Join(e.dir, "others.yaml")
+	if err := os.WriteFile(mc, []byte(`apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfig
+metadata:
+  name: 99-others
+spec:
+  config:
+    ignition:
+      version: 3.4.0
+    storage:
+      files:
+        - path: /etc/mcbake/same.conf
+          contents:
+            source: data:,same%0A
+        - path: /etc/mcbake/mode.conf
+          contents:
+            source: data:,mode%0A
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"diff", "--quiet", "--format", "json", "--base", e.base, "--image", "oci:" + others + ":latest"}, e.imageArgs()...)
+	code, _, stderr := e.run(args...)
+	if code != 2 || !strings.Contains(stderr, "not an mcbake layered image") || !strings.Contains(stderr, "with -f") {
+		t.Errorf("diff --image (built by others) without -f: exit %d, stderr %q; want 2 and a hint at -f", code, stderr)
+	}
+	code, out, stderr := e.run(append(args, "-f", mc)...)
+	if code != 0 {
+		t.Fatalf("diff --image (built by others) -f: exit %d: %s", code, stderr)
+	}
+	var rep struct {
+		Owned   string `json:"owned"`
+		Entries []struct {
+			Path    string `json:"path"`
+			Outcome string `json:"outcome"`
+			Image   struct {
+				State string `json:"state"`
+			} `json:"image"`
+		} `json:"entries"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, en := range rep.Entries {
+		got[en.Path] = en.Outcome + " " + en.Image.State
+	}
+	want := map[string]string{"/etc/mcbake/same.conf": "removed same", "/etc/mcbake/mode.conf": "kept differs"}
+	for p, w := range want {
+		if got[p] != w {
+			t.Errorf("diff: %s = %q, want %q", p, got[p], w)
+		}
+	}
+	if rep.Owned != "derived" {
+		t.Errorf("diff: owned = %q, want derived", rep.Owned)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
+	"github.com/mcbake/mcbake/image"
 	"github.com/mcbake/mcbake/internal/progress"
 	"github.com/mcbake/mcbake/revert"
 	"github.com/mcbake/mcbake/verify"
@@ -19,6 +20,7 @@ type diffFlags struct {
 	baseRef      string
 	imageRef     string
 	manifestFile string
+	mcs          []string
 	quiet        bool
 }
 
@@ -30,6 +32,7 @@ func (f *diffFlags) register(cmd *cobra.Command, allowManifest bool) {
 	if allowManifest {
 		fl.StringVar(&f.manifestFile, "manifest", "", "the layered image's ownership manifest file (instead of --image)")
 	}
+	fl.StringArrayVarP(&f.mcs, "machineconfig", "f", nil, "for an --image without an mcbake manifest (built by others): the MachineConfig files or directories it was built from (- for stdin); repeatable")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress output")
 	_ = cmd.MarkFlagRequired("base")
 }
@@ -43,9 +46,13 @@ func (f *diffFlags) report(cmd *cobra.Command) (*revert.Report, error) {
 	rep := progress.New(cmd.ErrOrStderr(), f.quiet)
 	defer rep.Wait()
 	r, err := verify.Diff(cmd.Context(), verify.DiffOptions{Base: f.baseRef, Image: f.imageRef, ManifestFile: f.manifestFile,
+		MachineConfigs: f.mcs, Stdin: cmd.InOrStdin(),
 		Images: opts, CacheDir: cacheDir, Progress: func(layer string, total, n int64) { rep.Update(short(layer), total, n) }})
-	if errors.Is(err, verify.ErrImageOrManifest) {
+	switch {
+	case errors.Is(err, verify.ErrImageOrManifest):
 		return nil, errors.New("give exactly one of --image IMAGE or --manifest FILE")
+	case errors.Is(err, image.ErrNotLayered) && len(f.mcs) == 0:
+		return nil, fmt.Errorf("%w; for an image built by others, give the MachineConfigs it was built from with -f", err)
 	}
 	return r, err
 }
@@ -54,7 +61,7 @@ func newDiffCommand() *cobra.Command {
 	var f diffFlags
 	var format string
 	cmd := &cobra.Command{
-		Use:   "diff --base IMAGE (--image IMAGE | --manifest FILE)",
+		Use:   "diff --base IMAGE (--image IMAGE [-f MC...] | --manifest FILE)",
 		Short: "Predict what a revert from a layered image to a base does to every owned path",
 		Long: `Diff classifies every path the layered image owns by zone (etc: three-way
 merged; usr: replaced by the base; var: untouched; dropped: never deployed),
@@ -62,7 +69,13 @@ compares it with the base, and applies ostree's /etc merge rules, assuming the
 node's copy is what the machine-config-daemon wrote (the same content the image
 baked). A path is clobbered when the revert leaves it different from what the
 MachineConfig wants. The base may be a newer base than the one the image was
-built on (base-bump analysis).`,
+built on (base-bump analysis).
+
+An image without an mcbake manifest (built by the MCO's on-cluster build or a
+Containerfile running ignition-apply) needs -f with the MachineConfigs it was
+built from: the owned paths are what the machine-config-daemon writes for them
+on a node that runs the image, and a path counts as unmodified on the node only
+where the image's own default is exactly that.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if format != "text" && format != "json" {
@@ -92,7 +105,7 @@ func newPlanCommand() *cobra.Command {
 	var f diffFlags
 	var out string
 	cmd := &cobra.Command{
-		Use:   "plan --base IMAGE --image IMAGE -o FILE",
+		Use:   "plan --base IMAGE --image IMAGE [-f MC...] -o FILE",
 		Short: "Write the revert plan: the paths a node must rewrite after reverting to the base",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

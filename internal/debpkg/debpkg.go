@@ -19,34 +19,54 @@ const aptTimeout = 10 * time.Minute
 
 var (
 	mu   sync.Mutex
-	done = map[string]error{} // bin -> the outcome of ensuring it
+	done = map[string]error{} // command or path -> the outcome of ensuring it
 )
 
 // Ensure makes sure bin is on PATH, installing the Debian package pkg with
 // apt-get when it is missing and the process is root. Each bin is tried
 // once per process. Safe for concurrent use.
 func Ensure(bin, pkg string) error {
+	return ensure(bin, pkg, func() error {
+		_, err := exec.LookPath(bin)
+		return err
+	})
+}
+
+// EnsureFile makes sure the file path exists (a header or library a test
+// builds against), installing the Debian package pkg that ships it when it
+// is missing and the process is root. Each path is tried once per process.
+// Safe for concurrent use.
+func EnsureFile(path, pkg string) error {
+	return ensure(path, pkg, func() error {
+		_, err := os.Stat(path)
+		return err
+	})
+}
+
+// ensure installs pkg unless present says what (a command or a file) is
+// there already, once per what and process.
+func ensure(what, pkg string, present func() error) error {
 	mu.Lock()
 	defer mu.Unlock()
-	if err, ok := done[bin]; ok {
+	if err, ok := done[what]; ok {
 		return err
 	}
-	err := lookOrInstall(bin, pkg)
-	done[bin] = err
+	err := presentOrInstall(what, pkg, present)
+	done[what] = err
 	return err
 }
 
-func lookOrInstall(bin, pkg string) error {
-	if _, err := exec.LookPath(bin); err == nil {
+func presentOrInstall(what, pkg string, present func() error) error {
+	if present() == nil {
 		return nil
 	}
 	if os.Geteuid() != 0 {
-		return fmt.Errorf("%s is not installed (Debian package %s) and installing it needs root", bin, pkg)
+		return fmt.Errorf("%s is not installed (Debian package %s) and installing it needs root", what, pkg)
 	}
 	if err := Install(pkg); err != nil {
 		return fmt.Errorf("installing %s: %w", pkg, err)
 	}
-	if _, err := exec.LookPath(bin); err != nil {
+	if err := present(); err != nil {
 		return fmt.Errorf("package %s installed but %w", pkg, err)
 	}
 	return nil

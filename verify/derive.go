@@ -1,0 +1,40 @@
+package verify
+
+import (
+	"fmt"
+
+	"github.com/mcbake/mcbake/machineconfig"
+	"github.com/mcbake/mcbake/manifest"
+	"github.com/mcbake/mcbake/render"
+	"github.com/mcbake/mcbake/revert"
+)
+
+// derive is what the merged MachineConfigs own on a node that runs a
+// layered image without an ownership manifest, whose tree is layered
+// (docs/design.md, "Images built by others"): what the machine-config-
+// daemon writes there, the MachineConfigs rendered against the image as
+// the daemon applies them on the node; plus, owned only on the base a node
+// reverts to, the parent directories the base lacks and the removals of
+// base paths (a disabled unit's enablement link) that the image already
+// has as the MachineConfigs need them, so that the daemon writes nothing
+// there. The entries' sources are the MachineConfig fields that own them.
+func derive(m *machineconfig.Merged, layered, base render.Root) (revert.Ownership, error) {
+	onNode, err := render.Render(m, layered)
+	if err != nil {
+		return revert.Ownership{}, fmt.Errorf("rendering the MachineConfigs against the image: %w", err)
+	}
+	owned := revert.Ownership{Manifest: onNode.Manifest(m.MachineConfigs), BaseOnly: map[string]bool{}}
+	onBase, err := render.Render(m, base)
+	if err != nil {
+		return revert.Ownership{}, fmt.Errorf("rendering the MachineConfigs against the base: %w", err)
+	}
+	for _, e := range onBase.Entries {
+		if _, ok := owned.Manifest.Lookup(e.Path); ok || (e.Type != manifest.Absent && e.Type != manifest.Directory) {
+			continue
+		}
+		owned.Manifest.Entries = append(owned.Manifest.Entries, e.Entry)
+		owned.BaseOnly[e.Path] = true
+	}
+	owned.Manifest.Sort()
+	return owned, nil
+}
