@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"sort"
@@ -39,6 +40,13 @@ type Options struct {
 	CacheDir string
 	// Progress, when set, is told of the bytes read from each base layer.
 	Progress func(layer string, total, n int64)
+	// PushProgress, when set, is told of every blob the append engine
+	// writes to the destination or finds there already.
+	PushProgress func(image.BlobProgress)
+	// Labels and Annotations are added to the image config's labels and
+	// the manifest's annotations (--label, --annotation); mcbake's own
+	// (io.mcbake.*, org.opencontainers.image.base.*) cannot be overridden.
+	Labels, Annotations map[string]string
 	// Engine builds the image; nil is the append engine (Image).
 	Engine Engine
 	// ContainerfileAppend is a file of extra Containerfile instructions
@@ -145,9 +153,10 @@ func Image(ctx context.Context, opts Options) (_ *Result, err error) {
 		Labels:      p.Labels(),
 		Annotations: p.Annotations(),
 		Created:     opts.Time(),
+		Progress:    opts.PushProgress,
 	}, opts.Images)
 	if err != nil {
-		return nil, fmt.Errorf("writing %s: %w", opts.Output, err)
+		return nil, err // Append names the destination
 	}
 	return &Result{Digest: dgst, Manifest: p.Manifest, ManifestDigest: digest.FromBytes(p.ManifestJSON)}, nil
 }
@@ -165,6 +174,9 @@ type Prepared struct {
 	Rendered     *render.Result
 	Manifest     *manifest.Manifest
 	ManifestJSON []byte
+	// ExtraLabels and ExtraAnnotations are the caller's (Options.Labels,
+	// Options.Annotations), included in Labels and Annotations.
+	ExtraLabels, ExtraAnnotations map[string]string
 }
 
 // Prepare renders the MachineConfigs against an opened base and records
@@ -188,6 +200,10 @@ func Prepare(b *image.Base, opts Options) (*Prepared, error) {
 		return nil, err
 	}
 	p := &Prepared{BaseRef: opts.Base, BaseDigest: b.Digest(), Tree: tree, Rendered: res, Manifest: m, ManifestJSON: raw}
+	p.ExtraLabels, p.ExtraAnnotations = maps.Clone(opts.Labels), maps.Clone(opts.Annotations)
+	if err := p.checkExtra(); err != nil {
+		return nil, err
+	}
 	for _, l := range b.Layers() {
 		p.BaseDiffIDs = append(p.BaseDiffIDs, l.DiffID)
 	}
@@ -208,11 +224,14 @@ func (p *Prepared) names() []string {
 
 // Labels are the image config labels a build sets.
 func (p *Prepared) Labels() map[string]string {
-	return map[string]string{
-		image.LabelManifestDigest: digest.FromBytes(p.ManifestJSON).String(),
-		image.LabelBaseDigest:     p.BaseDigest.String(),
-		image.LabelMachineConfigs: strings.Join(p.names(), ","),
+	l := maps.Clone(p.ExtraLabels)
+	if l == nil {
+		l = map[string]string{}
 	}
+	l[image.LabelManifestDigest] = digest.FromBytes(p.ManifestJSON).String()
+	l[image.LabelBaseDigest] = p.BaseDigest.String()
+	l[image.LabelMachineConfigs] = strings.Join(p.names(), ",")
+	return l
 }
 
 // Annotations are the manifest annotations a build sets. The base's name
@@ -220,13 +239,31 @@ func (p *Prepared) Labels() map[string]string {
 // portableName): a local path would make the digest depend on where the
 // base was and leak it into the image.
 func (p *Prepared) Annotations() map[string]string {
-	a := map[string]string{
-		image.AnnotationBaseDigest: p.BaseDigest.String(),
+	a := maps.Clone(p.ExtraAnnotations)
+	if a == nil {
+		a = map[string]string{}
 	}
+	a[image.AnnotationBaseDigest] = p.BaseDigest.String()
 	if name := portableName(p.BaseRef); name != "" {
 		a[image.AnnotationBaseName] = name
 	}
 	return a
+}
+
+// checkExtra refuses caller labels and annotations that would replace
+// mcbake's own.
+func (p *Prepared) checkExtra() error {
+	for _, m := range []struct {
+		what  string
+		extra map[string]string
+	}{{"label", p.ExtraLabels}, {"annotation", p.ExtraAnnotations}} {
+		for k := range m.extra {
+			if strings.HasPrefix(k, "io.mcbake.") || strings.HasPrefix(k, "org.opencontainers.image.base.") {
+				return fmt.Errorf("%s %s is mcbake's own and cannot be set", m.what, k)
+			}
+		}
+	}
+	return nil
 }
 
 // extra returns the embedded manifest and the directories it needs that

@@ -3,14 +3,17 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mcbake/mcbake/build"
 	"github.com/mcbake/mcbake/build/buildah"
+	"github.com/mcbake/mcbake/image"
 	"github.com/mcbake/mcbake/internal/progress"
 	"github.com/mcbake/mcbake/machineconfig"
 )
@@ -23,6 +26,7 @@ func newBuildCommand() *cobra.Command {
 		timestamp, digestFile string
 		quiet, renderOnly     bool
 		engine                string
+		labels, annotations   []string
 	)
 	cmd := &cobra.Command{
 		Use:   "build --base IMAGE -f MC... -o IMAGE",
@@ -47,8 +51,21 @@ containers-storage:NAME or docker://REF.`,
 			if opts.MachineConfigs, err = machineconfig.Load(files, cmd.InOrStdin()); err != nil {
 				return err
 			}
+			if opts.Labels, err = keyValues("--label", labels); err != nil {
+				return err
+			}
+			if opts.Annotations, err = keyValues("--annotation", annotations); err != nil {
+				return err
+			}
 			rep := progress.New(cmd.ErrOrStderr(), quiet)
 			opts.Progress = func(layer string, total, n int64) { rep.Update(short(layer), total, n) }
+			var pushed image.Transfer
+			opts.PushProgress = func(p image.BlobProgress) {
+				pushed.Add(p)
+				if !p.Skipped {
+					rep.Update("write "+short(p.Digest.String()), p.Size, p.Written)
+				}
+			}
 			if opts.Engine, err = engineNamed(engine); err != nil {
 				return err
 			}
@@ -76,12 +93,14 @@ containers-storage:NAME or docker://REF.`,
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), res.Digest)
 			if !quiet {
+				printTransfer(cmd.ErrOrStderr(), opts.Output, &pushed)
 				return printSummary(cmd.ErrOrStderr(), opts.Output, res.Manifest)
 			}
 			return nil
 		},
 	}
 	img.register(cmd)
+	img.registerPush(cmd)
 	addMachineConfigFlag(cmd, &files)
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Base, "base", "", "base image reference")
@@ -92,6 +111,8 @@ containers-storage:NAME or docker://REF.`,
 	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress output")
 	fl.StringVar(&engine, "engine", engineAppend, "append (native, default) or buildah (buildah's library, from templates/Containerfile.tmpl)")
 	fl.BoolVar(&renderOnly, "render-only", false, "write the Containerfile and its context to -o DIR for an external builder, build nothing")
+	fl.StringArrayVar(&labels, "label", nil, "KEY=VALUE label for the image config; repeatable")
+	fl.StringArrayVar(&annotations, "annotation", nil, "KEY=VALUE annotation for the image manifest; repeatable")
 	fl.StringVar(&opts.ContainerfileAppend, "containerfile-append", "", "extra Containerfile instructions (buildah engine and --render-only), e.g. RPM installs")
 	_ = cmd.MarkFlagRequired("base")
 	_ = cmd.MarkFlagRequired("output")
@@ -129,6 +150,30 @@ func buildTime(flag string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("%s %q: want Unix seconds", from, v)
 	}
 	return time.Unix(n, 0).UTC(), nil
+}
+
+// keyValues parses repeated KEY=VALUE flag values.
+func keyValues(flag string, values []string) (map[string]string, error) {
+	if len(values) == 0 {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, v := range values {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%s %q: want KEY=VALUE", flag, v)
+		}
+		out[k] = val
+	}
+	return out, nil
+}
+
+// printTransfer says what the write sent: the bytes of new blobs, and how
+// many blobs the destination had already (present, mounted or linked).
+func printTransfer(w io.Writer, dest string, t *image.Transfer) {
+	uploaded, written, skipped := t.Totals()
+	fmt.Fprintf(w, "%s: uploaded %d bytes (%s) in %d blob(s); %d blob(s) already there or mounted\n",
+		dest, uploaded, progress.Bytes(uploaded), written, skipped)
 }
 
 func short(digest string) string {

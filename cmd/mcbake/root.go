@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mcbake/mcbake/cmd/internal/cli"
+	"github.com/mcbake/mcbake/image"
 
 	"github.com/spf13/cobra"
 )
@@ -36,6 +37,7 @@ func setupLogging(level string) error {
 		return fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})))
+	image.SetLog(os.Stderr, l)
 	return nil
 }
 

@@ -93,6 +93,9 @@ func (r *Reporter) Wait() {
 	r.p.Wait()
 }
 
+// Bytes formats n bytes for people: 512 B, 1.5 KiB, 3.2 GiB.
+func Bytes(n int64) string { return size(n) }
+
 func size(n int64) string {
 	const unit = 1024
 	if n < unit {
