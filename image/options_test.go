@@ -40,7 +40,7 @@ func TestSystemContext(t *testing.T) {
 				DockerAuthConfig: &types.DockerAuthConfig{Username: "u", Password: "p:q"}, DockerCertPath: "/certs",
 				SystemRegistriesConfPath: "/etc/reg.conf", SystemRegistriesConfDirPath: "/etc/reg.conf.d",
 				RegistriesDirPath: "/etc/reg.d",
-				OSChoice: "linux", ArchitectureChoice: "arm64", VariantChoice: "v8",
+				OSChoice:          "linux", ArchitectureChoice: "arm64", VariantChoice: "v8",
 				DockerInsecureSkipTLSVerify: types.OptionalBoolTrue, OCIInsecureSkipTLSVerify: true,
 				OCIAcceptUncompressedLayers: true, BigFilesTemporaryDir: "/big/tmp",
 			},
