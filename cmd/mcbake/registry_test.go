@@ -1,7 +1,12 @@
 package main
 
 import (
+	"crypto/ecdsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containers/image/v5/signature/sigstore"
 	"github.com/opencontainers/go-digest"
 
 	"github.com/mcbake/mcbake/internal/registrytest"
@@ -288,4 +294,121 @@ func writeTestFile(t *testing.T, name string, b []byte) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestRegistrySignedPush signs the pushed image with a sigstore key: the
+// signature is in the registry as a sigstore attachment (fetched with
+// skopeo, checked against the public key here: Debian's skopeo is built
+// with sigstore verification disabled), and mcbake (containers/image)
+// accepts the image under a policy.json that requires that key's
+// signature while refusing an unsigned one. GPG signing is refused clearly
+// in this build.
+func TestRegistrySignedPush(t *testing.T) {
+	r := newRegEnv(t, testbase.Options{})
+	keys, err := sigstore.GenerateKeyPair([]byte("key passphrase"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	private := writeTestFile(t, "cosign.key", keys.PrivateKey)
+	public := writeTestFile(t, "cosign.pub", keys.PublicKey)
+	passphrase := writeTestFile(t, "passphrase", []byte("key passphrase\n"))
+	registriesD := t.TempDir()
+	writeFileIn(t, registriesD, "local.yaml", "docker:\n  "+r.reg.Host+":\n    use-sigstore-attachments: true\n")
+	require := `[{"type": "sigstoreSigned", "keyPath": "` + public + `"}]`
+	policy := writeTestFile(t, "policy.json", []byte(`{"default": [{"type": "reject"}], "transports": {
+		"docker": {"`+r.reg.Host+`/os": [{"type": "insecureAcceptAnything"}], "`+r.reg.Host+`/ci": `+require+`},
+		"oci": {"": [{"type": "insecureAcceptAnything"}]}}}`))
+	flags := append(r.creds(), "--quiet", "--registries.d", registriesD,
+		"--sign-by-sigstore-private-key", private, "--sign-passphrase-file", passphrase)
+	if code, _, stderr := r.buildWith(r.ref("ci/signed:latest"), flags...); code != 0 {
+		t.Fatalf("signed build: exit %d\n%s", code, stderr)
+	}
+	if code, _, stderr := r.buildWith(r.ref("ci/unsigned:latest"), append(r.creds(), "--quiet")...); code != 0 {
+		t.Fatalf("unsigned build: exit %d\n%s", code, stderr)
+	}
+	checkSigstoreAttachment(t, r, "ci/signed", public)
+	read := func(repo string) (int, string) {
+		args := append([]string{"manifest", r.ref(repo), "--signature-policy", policy, "--registries.d", registriesD,
+			"--cache-dir", r.cache, "--registries-conf", r.reg.EmptyRegistriesConf()}, r.creds()...)
+		code, _, stderr := r.run(args...)
+		return code, stderr
+	}
+	if code, stderr := read("ci/signed:latest"); code != 0 {
+		t.Errorf("mcbake manifest of the signed image: exit %d\n%s", code, stderr)
+	}
+	if code, stderr := read("ci/unsigned:latest"); code != exitInput || !strings.Contains(stderr, "signature policy") {
+		t.Errorf("mcbake manifest of the unsigned image: exit %d, stderr %q; want 2 and a policy refusal", code, stderr)
+	}
+	code, _, stderr := r.buildWith(r.ref("ci/gpg:latest"), append(r.creds(), "--quiet", "--sign-by", "ABCDEF0123456789")...)
+	if code != exitInput || !strings.Contains(stderr, "signing is not supported") {
+		t.Errorf("--sign-by: exit %d, stderr %q; want 2 and containers/image's refusal", code, stderr)
+	}
+	if tags, _ := r.reg.Tags("ci/gpg"); len(tags) != 0 {
+		t.Errorf("a refused GPG signing left tags %v", tags)
+	}
+}
+
+func writeFileIn(t *testing.T, dir, name, content string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkSigstoreAttachment fetches the sigstore signature of repo:latest
+// with skopeo (the sha256-DIGEST.sig attachment) and checks it: its payload
+// names the image's manifest digest, and its signature verifies with the
+// public key.
+func checkSigstoreAttachment(t *testing.T, r *regEnv, repo, publicKey string) {
+	t.Helper()
+	pass := registrytest.User + ":" + registrytest.Password
+	var img struct{ Digest digest.Digest }
+	if err := json.Unmarshal(r.skopeo(t, "inspect", "--cert-dir", r.reg.CertDir, "--creds", pass, r.ref(repo+":latest")), &img); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "sig")
+	sigRef := r.ref(repo + ":" + img.Digest.Algorithm().String() + "-" + img.Digest.Encoded() + ".sig")
+	r.skopeo(t, "copy", "--quiet", "--insecure-policy", "--src-cert-dir", r.reg.CertDir, "--src-creds", pass, sigRef, "dir:"+dir)
+	var m struct {
+		Layers []struct {
+			Digest      digest.Digest
+			Annotations map[string]string
+		}
+	}
+	if err := json.Unmarshal(mustRead(t, filepath.Join(dir, "manifest.json")), &m); err != nil || len(m.Layers) != 1 {
+		t.Fatalf("signature attachment manifest: %v, %d layers; want one", err, len(m.Layers))
+	}
+	payload := mustRead(t, filepath.Join(dir, m.Layers[0].Digest.Encoded()))
+	var p struct {
+		Critical struct {
+			Image struct {
+				Digest string `json:"docker-manifest-digest"`
+			}
+		}
+	}
+	if err := json.Unmarshal(payload, &p); err != nil || p.Critical.Image.Digest != img.Digest.String() {
+		t.Errorf("signature payload names %q (%v), want %s", p.Critical.Image.Digest, err, img.Digest)
+	}
+	sig, err := base64.StdEncoding.DecodeString(m.Layers[0].Annotations["dev.cosignproject.cosign/signature"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(mustRead(t, publicKey))
+	pub, err := x509.ParsePKIXPublicKey(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(payload)
+	if key, ok := pub.(*ecdsa.PublicKey); !ok || !ecdsa.VerifyASN1(key, sum[:], sig) {
+		t.Errorf("the signature of %s does not verify with the public key", repo)
+	}
+}
+
+func mustRead(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
