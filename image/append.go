@@ -73,7 +73,7 @@ func Append(ctx context.Context, base *Image, dest string, ao AppendOptions, opt
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	st, err := newStaging(r, base, opts)
+	st, err := newStaging(r, []*Image{base}, opts)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", dest, err)
 	}
