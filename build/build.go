@@ -49,6 +49,11 @@ type Options struct {
 	Labels, Annotations map[string]string
 	// Engine builds the image; nil is the append engine (Image).
 	Engine Engine
+	// Platforms, when set, builds one image per platform of the base
+	// ("os/arch[/variant]", or AllPlatforms alone for every platform the
+	// base's index lists) and writes them under one OCI index: the append
+	// engine only. Images.Platform is then ignored.
+	Platforms []string
 	// ContainerfileAppend is a file of extra Containerfile instructions
 	// (RPM installs, say) for RenderOnly and engines that build a
 	// Containerfile; the append engine refuses it.
@@ -69,9 +74,16 @@ type Engine interface {
 // given Containerfile instructions: it builds no Containerfile.
 var ErrAppendNeedsNoContainerfile = errors.New("extra Containerfile instructions need a Containerfile engine (buildah) or a render-only build")
 
+// ErrIndexNeedsAppend is returned for a multi-platform build with another
+// engine than append, or a render-only one.
+var ErrIndexNeedsAppend = errors.New("a multi-platform build (an index) needs the append engine")
+
 // Run builds the layered image with opts.Engine (the append engine when
 // nil).
 func Run(ctx context.Context, opts Options) (*Result, error) {
+	if len(opts.Platforms) > 0 && opts.Engine != nil {
+		return nil, ErrIndexNeedsAppend
+	}
 	if opts.Engine == nil {
 		if opts.ContainerfileAppend != "" {
 			return nil, ErrAppendNeedsNoContainerfile
@@ -94,6 +106,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 // WriteContext into the directory opts.Output (not an image reference),
 // for buildah, podman, OpenShift Builds or Konflux to build.
 func RenderOnly(ctx context.Context, opts Options) (*Prepared, error) {
+	if len(opts.Platforms) > 0 {
+		return nil, ErrIndexNeedsAppend
+	}
 	p, err := prepareClosed(ctx, opts)
 	if err != nil {
 		return nil, err
@@ -117,48 +132,73 @@ func prepareClosed(ctx context.Context, opts Options) (p *Prepared, err error) {
 
 // Result describes a built image.
 type Result struct {
+	// Digest is the image's manifest digest, or the index's.
 	Digest   digest.Digest
 	Manifest *manifest.Manifest
 	// ManifestDigest is the sha256 of the embedded manifest's bytes.
 	ManifestDigest digest.Digest
+	// Platforms are the images of an index build, in index order; the
+	// fields above are then the first one's (Digest excepted).
+	Platforms []PlatformResult
 }
 
-// Image builds the layered image with the append engine.
+// PlatformResult is one image of an index build.
+type PlatformResult struct {
+	Platform       string
+	Manifest       *manifest.Manifest
+	ManifestDigest digest.Digest
+}
+
+// Image builds the layered image with the append engine: one image, or
+// with opts.Platforms an index of one image per platform.
 func Image(ctx context.Context, opts Options) (_ *Result, err error) {
+	if len(opts.Platforms) > 0 {
+		return imageIndex(ctx, opts)
+	}
 	b, err := image.OpenBase(ctx, opts.Base, opts.baseOptions())
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, b.Close()) }()
-	p, err := Prepare(b, opts)
-	if err != nil {
-		return nil, err
-	}
 	tmp, err := os.MkdirTemp("", "mcbake-build-")
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, os.RemoveAll(tmp)) }()
-	extra, err := p.extra()
+	p, ao, err := prepareAppend(b, opts, tmp)
 	if err != nil {
 		return nil, err
 	}
+	dgst, err := image.Append(ctx, b.Image, opts.Output, ao, opts.Images)
+	if err != nil {
+		return nil, err // Append names the destination
+	}
+	return &Result{Digest: dgst, Manifest: p.Manifest, ManifestDigest: digest.FromBytes(p.ManifestJSON)}, nil
+}
+
+// prepareAppend prepares the build on b and writes its new layer into
+// tmp: what image.Append needs.
+func prepareAppend(b *image.Base, opts Options, tmp string) (*Prepared, image.AppendOptions, error) {
+	p, err := Prepare(b, opts)
+	if err != nil {
+		return nil, image.AppendOptions{}, err
+	}
+	extra, err := p.extra()
+	if err != nil {
+		return nil, image.AppendOptions{}, err
+	}
 	lf, err := writeLayer(tmp, layerEntries(p.Rendered.Entries, extra, opts.Time()), opts.Compression)
 	if err != nil {
-		return nil, fmt.Errorf("writing the new layer: %w", err)
+		return nil, image.AppendOptions{}, fmt.Errorf("writing the new layer: %w", err)
 	}
-	dgst, err := image.Append(ctx, b.Image, opts.Output, image.AppendOptions{
+	return p, image.AppendOptions{
 		Layer: image.NewLayer{Path: lf.path, Digest: lf.digest, DiffID: lf.diffID, Size: lf.size, MediaType: lf.mediaType,
 			History: "mcbake build: " + strings.Join(p.names(), ",")},
 		Labels:      p.Labels(),
 		Annotations: p.Annotations(),
 		Created:     opts.Time(),
 		Progress:    opts.PushProgress,
-	}, opts.Images)
-	if err != nil {
-		return nil, err // Append names the destination
-	}
-	return &Result{Digest: dgst, Manifest: p.Manifest, ManifestDigest: digest.FromBytes(p.ManifestJSON)}, nil
+	}, nil
 }
 
 // Prepared is everything a build needs before writing an image: the base,

@@ -45,6 +45,9 @@ containers-storage:NAME or docker://REF.`,
 				return err
 			}
 			opts.Images, opts.CacheDir = imgOpts, cacheDir
+			if p := opts.Images.Platform; p == build.AllPlatforms || strings.Contains(p, ",") {
+				opts.Platforms, opts.Images.Platform = strings.Split(p, ","), ""
+			}
 			if opts.Timestamp, err = buildTime(timestamp); err != nil {
 				return err
 			}
@@ -83,6 +86,9 @@ containers-storage:NAME or docker://REF.`,
 			if errors.Is(err, build.ErrAppendNeedsNoContainerfile) {
 				return errors.New("--containerfile-append needs --engine buildah or --render-only")
 			}
+			if errors.Is(err, build.ErrIndexNeedsAppend) {
+				return errors.New("--platform all or a list builds an index: only with --engine append, without --render-only")
+			}
 			if err != nil {
 				return err
 			}
@@ -92,15 +98,23 @@ containers-storage:NAME or docker://REF.`,
 				}
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), res.Digest)
-			if !quiet {
-				printTransfer(cmd.ErrOrStderr(), opts.Output, &pushed)
-				return printSummary(cmd.ErrOrStderr(), opts.Output, res.Manifest)
+			if quiet {
+				return nil
 			}
-			return nil
+			printTransfer(cmd.ErrOrStderr(), opts.Output, &pushed)
+			for _, p := range res.Platforms {
+				if err := printSummary(cmd.ErrOrStderr(), opts.Output+" "+p.Platform, p.Manifest); err != nil {
+					return err
+				}
+			}
+			if len(res.Platforms) > 0 {
+				return nil
+			}
+			return printSummary(cmd.ErrOrStderr(), opts.Output, res.Manifest)
 		},
 	}
-	img.register(cmd)
 	img.registerPush(cmd)
+	img.register(cmd)
 	addMachineConfigFlag(cmd, &files)
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Base, "base", "", "base image reference")

@@ -40,13 +40,17 @@ func (f *imageFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.opts.RegistriesDir, "registries.d", "", "registries.d directory: signature storage and sigstore attachments (default: the system's)")
 	fl.IntVar(&f.opts.Retry.MaxRetry, "retry-times", 0, "retry a registry operation that failed with a transient error this many times")
 	fl.StringVar(&f.retryDelay, "retry-delay", "", "delay between retries, e.g. 2s (default: exponential backoff from 1s)")
-	fl.StringVar(&f.opts.Platform, "platform", "", "os/arch[/variant] to pick from a multi-platform image (default: the host's)")
+	platforms, usage := []string{"linux/amd64", "linux/arm64", "linux/ppc64le", "linux/s390x"}, "os/arch[/variant] to pick from a multi-platform image (default: the host's)"
+	if f.push != nil {
+		platforms, usage = append(platforms, "all"), usage+"; all, or a comma-separated list, builds one image per platform under an OCI index"
+	}
+	fl.StringVar(&f.opts.Platform, "platform", "", usage)
 	fl.StringVar(&f.opts.StorageRoot, "storage-root", "", "containers-storage root (default: from storage.conf)")
 	fl.StringVar(&f.opts.StorageRunRoot, "storage-runroot", "", "containers-storage run root (default: from storage.conf)")
 	fl.StringVar(&f.opts.StorageDriver, "storage-driver", "", "containers-storage driver (default: from storage.conf)")
 	fl.StringVar(&f.cacheDir, "cache-dir", "", "cache for base indexes and blob info (default: $XDG_CACHE_HOME/mcbake)")
 	completeValues(cmd, "storage-driver", "overlay", "vfs")
-	completeValues(cmd, "platform", "linux/amd64", "linux/arm64", "linux/ppc64le", "linux/s390x")
+	completeValues(cmd, "platform", platforms...)
 	completeDirs(cmd, "cert-dir", "registries.d", "storage-root", "storage-runroot", "cache-dir")
 	completeFiles(cmd, "json", "signature-policy", "authfile")
 	completeFiles(cmd, "conf", "registries-conf")
@@ -54,7 +58,8 @@ func (f *imageFlags) register(cmd *cobra.Command) {
 
 // registerPush adds the flags of a command that reads a base and writes
 // an image: each shared registry flag per side (skopeo copy's --src-* and
-// --dest-*, the shared flag as the default) and signing.
+// --dest-*, the shared flag as the default) and signing. It comes before
+// register.
 func (f *imageFlags) registerPush(cmd *cobra.Command) {
 	f.push = &pushFlags{}
 	fl := cmd.Flags()

@@ -412,3 +412,41 @@ func mustRead(t *testing.T, name string) []byte {
 	}
 	return b
 }
+
+// TestRegistryMultiPlatformIndex builds --platform all from a
+// two-platform base in the registry: one layered image per platform under
+// one OCI index, the same digest on a rebuild, each image readable by
+// platform; a comma list into an OCI layout gives the same index.
+func TestRegistryMultiPlatformIndex(t *testing.T) {
+	r := newRegEnv(t, testbase.Options{Platforms: []string{"linux/amd64", "linux/arm64"}})
+	out := r.ref("ci/multi:latest")
+	code, stdout, stderr := r.buildWith(out, append(r.creds(), "--platform", "all")...)
+	if code != 0 {
+		t.Fatalf("build --platform all: exit %d\n%s", code, stderr)
+	}
+	first := strings.TrimSpace(stdout)
+	os.RemoveAll(r.cache) // a cold rebuild elsewhere gives the same index
+	code, stdout, stderr = r.buildWith(r.ref("ci/multi:again"), append(r.creds(), "--platform", "all", "--quiet")...)
+	if code != 0 || strings.TrimSpace(stdout) != first {
+		t.Fatalf("rebuild: exit %d, digest %q, want %s\n%s", code, strings.TrimSpace(stdout), first, stderr)
+	}
+	idx := readRegistryManifest(t, r, "ci/multi@"+first)
+	if idx.MediaType != "application/vnd.oci.image.index.v1+json" || len(idx.Manifests) != 2 ||
+		idx.Manifests[0].Platform.Architecture != "amd64" || idx.Manifests[1].Platform.Architecture != "arm64" {
+		t.Fatalf("pushed index %+v, want an OCI index of amd64 then arm64", idx)
+	}
+	for _, platform := range []string{"linux/amd64", "linux/arm64"} {
+		args := append(append([]string{"manifest", "--summary", "--platform", platform, out}, r.imageArgs()...), r.creds()...)
+		if code, _, stderr := r.run(args...); code != 0 {
+			t.Errorf("manifest --platform %s: exit %d\n%s", platform, code, stderr)
+		}
+	}
+	layout := "oci:" + filepath.Join(r.dir, "multi") + ":latest"
+	code, stdout, stderr = r.buildWith(layout, append(r.creds(), "--platform", "linux/amd64,linux/arm64", "--quiet")...)
+	if code != 0 || strings.TrimSpace(stdout) != first {
+		t.Errorf("--platform list into an OCI layout: exit %d, digest %q, want %s\n%s", code, strings.TrimSpace(stdout), first, stderr)
+	}
+	if code, _, stderr := r.buildWith(layout, append(r.creds(), "--platform", "all", "--engine", "buildah")...); code != exitInput || !strings.Contains(stderr, "--engine append") {
+		t.Errorf("--platform all --engine buildah: exit %d, stderr %q; want 2", code, stderr)
+	}
+}
