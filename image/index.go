@@ -226,7 +226,9 @@ func (s *indexSource) HasThreadSafeGetBlob() bool {
 	return !slices.ContainsFunc(s.images, func(a *appendSource) bool { return !a.HasThreadSafeGetBlob() })
 }
 
-func (s *indexSource) GetSignatures(context.Context, *digest.Digest) ([][]byte, error) { return nil, nil }
+func (s *indexSource) GetSignatures(context.Context, *digest.Digest) ([][]byte, error) {
+	return nil, nil
+}
 
 func (s *indexSource) LayerInfosForCopy(context.Context, *digest.Digest) ([]types.BlobInfo, error) {
 	return nil, nil
