@@ -13,7 +13,7 @@ FUZZTIME  ?= 10000x
 FUZZMIN   ?= 200x
 DEMO      := _demo
 
-.PHONY: all build node test unit fuzz demo bench image clean update-golden vet
+.PHONY: all build node test unit fuzz demo bench image man clean update-golden vet
 
 all: build
 
@@ -50,8 +50,13 @@ demo: build
 bench: build
 	./hack/bench.sh
 
-image:
+image: build node
 	./hack/image.sh
 
+# man: one page per command in man/ (mcbake.1, mcbake-build.1, ...), from
+# the same text as --help; dated SOURCE_DATE_EPOCH (default: the epoch).
+man: build
+	./bin/mcbake man man
+
 clean:
-	rm -rf bin $(DEMO) _bench
+	rm -rf bin man $(DEMO) _bench

@@ -38,6 +38,20 @@ files and the ownership manifest (/usr/share/mcbake/manifest.json). The base's
 layers are reused as they are. IMAGE is a containers-transport reference:
 oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE, dir:DIR,
 containers-storage:NAME or docker://REF.`,
+		Example: `  # offline, between OCI layouts
+  mcbake build --base oci:rhcos:4.18 -f worker.yaml -o oci:layered:latest --digestfile layered.digest
+
+  # in CI: from a registry into another repository of it, pushing only the new layer
+  mcbake build --base docker://quay.io/org/rhcos@sha256:... -f machineconfigs/ \
+    -o docker://quay.io/org/worker:4.18 --authfile auth.json --retry-times 3
+
+  # separate credentials for the base and the destination, and a sigstore signature
+  mcbake build --base docker://registry.example.com/os/rhcos:4.18 -f worker.yaml \
+    -o docker://quay.io/org/worker:4.18 --src-creds reader:$READ_TOKEN --dest-authfile push.json \
+    --sign-by-sigstore-private-key cosign.key --sign-passphrase-file cosign.pass
+
+  # every platform of a multi-platform base, under one index
+  mcbake build --base docker://quay.io/org/rhcos:4.18 -f worker.yaml -o docker://quay.io/org/worker:4.18 --platform all`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			imgOpts, cacheDir, err := img.options(cmd)
@@ -130,6 +144,8 @@ containers-storage:NAME or docker://REF.`,
 	fl.StringVar(&opts.ContainerfileAppend, "containerfile-append", "", "extra Containerfile instructions (buildah engine and --render-only), e.g. RPM installs")
 	_ = cmd.MarkFlagRequired("base")
 	_ = cmd.MarkFlagRequired("output")
+	completeValues(cmd, "compression", build.Gzip, build.Zstd)
+	completeValues(cmd, "engine", engineAppend, engineBuildah)
 	return cmd
 }
 

@@ -3,11 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
+	"io"
 
-	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
+	"github.com/mcbake/mcbake/cmd/internal/cli"
 	"github.com/mcbake/mcbake/internal/progress"
 	"github.com/mcbake/mcbake/revert"
 	"github.com/mcbake/mcbake/verify"
@@ -53,6 +53,7 @@ func (f *diffFlags) report(cmd *cobra.Command) (*revert.Report, error) {
 func newDiffCommand() *cobra.Command {
 	var f diffFlags
 	var format string
+	var exitCode bool
 	cmd := &cobra.Command{
 		Use:   "diff --base IMAGE (--image IMAGE | --manifest FILE)",
 		Short: "Predict what a revert from a layered image to a base does to every owned path",
@@ -62,7 +63,14 @@ compares it with the base, and applies ostree's /etc merge rules, assuming the
 node's copy is what the machine-config-daemon wrote (the same content the image
 baked). A path is clobbered when the revert leaves it different from what the
 MachineConfig wants. The base may be a newer base than the one the image was
-built on (base-bump analysis).`,
+built on (base-bump analysis).
+
+With --exit-code the exit status says whether there is a difference, as
+diffoci's does: 0 when a revert clobbers nothing, 1 when it clobbers at
+least one owned path, 2 on an error.`,
+		Example: `  mcbake diff --base oci:rhcos:4.18 --image oci:layered:latest
+  mcbake diff --base docker://quay.io/org/rhcos:4.18.3 --manifest manifest.json --format json
+  mcbake diff --base oci:rhcos:4.18 --image oci:layered:latest --exit-code --quiet   # 1 if a revert clobbers anything`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if format != "text" && format != "json" {
@@ -73,28 +81,35 @@ built on (base-bump analysis).`,
 				return err
 			}
 			if format == "json" {
-				return r.WriteJSON(cmd.OutOrStdout())
+				err = r.WriteJSON(cmd.OutOrStdout())
+			} else {
+				err = r.WriteText(cmd.OutOrStdout(), isTerminal(cmd.OutOrStdout()))
 			}
-			return r.WriteText(cmd.OutOrStdout(), isTerminal(cmd.OutOrStdout()))
+			if err == nil && exitCode && r.Summary.Clobbered > 0 {
+				return cli.Findings()
+			}
+			return err
 		},
 	}
 	f.register(cmd, true)
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
+	cmd.Flags().BoolVar(&exitCode, "exit-code", false, "exit 1 when a revert clobbers at least one owned path (2 stays errors)")
+	completeValues(cmd, "format", "text", "json")
 	return cmd
 }
 
-func isTerminal(w any) bool {
-	f, ok := w.(*os.File)
-	return ok && isatty.IsTerminal(f.Fd())
-}
+// isTerminal reports whether output to w may be coloured (see
+// progress.Interactive: NO_COLOR and TERM=dumb turn colour off).
+func isTerminal(w io.Writer) bool { return progress.Interactive(w) }
 
 func newPlanCommand() *cobra.Command {
 	var f diffFlags
 	var out string
 	cmd := &cobra.Command{
-		Use:   "plan --base IMAGE --image IMAGE -o FILE",
-		Short: "Write the revert plan: the paths a node must rewrite after reverting to the base",
-		Args:  cobra.NoArgs,
+		Use:     "plan --base IMAGE --image IMAGE -o FILE",
+		Short:   "Write the revert plan: the paths a node must rewrite after reverting to the base",
+		Example: `  mcbake plan --base oci:rhcos:4.18 --image oci:layered:latest -o plan.json`,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			r, err := f.report(cmd)
 			if err != nil {

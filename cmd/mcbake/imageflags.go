@@ -33,7 +33,7 @@ func (f *imageFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.opts.SignaturePolicy, "signature-policy", "", "signature policy file (default: $HOME/.config/containers/policy.json, then /etc/containers/policy.json)")
 	fl.BoolVar(&f.opts.InsecurePolicy, "insecure-policy", false, "accept any image without a signature policy")
 	fl.StringVar(&f.opts.AuthFile, "authfile", "", "registry credentials file, containers-auth.json(5) (default: $REGISTRY_AUTH_FILE, else the usual auth.json)")
-	fl.StringVar(&f.opts.Creds, "creds", "", "registry credentials USERNAME[:PASSWORD] (instead of the auth file)")
+	fl.StringVar(&f.opts.Creds, "creds", "", "registry credentials, USERNAME or USERNAME:PASSWORD (instead of the auth file)")
 	fl.StringVar(&f.opts.CertDir, "cert-dir", "", "directory with ca.crt and client certificates (*.cert, *.key) for registries (default: certs.d, containers-certs.d(5))")
 	fl.BoolVar(&f.tlsVerify, "tls-verify", true, "require HTTPS and verify registry certificates (default: registries.conf's choice)")
 	fl.StringVar(&f.opts.RegistriesConf, "registries-conf", "", "registries.conf file (default: $CONTAINERS_REGISTRIES_CONF, else the system's)")
@@ -72,7 +72,7 @@ func (f *imageFlags) registerPush(cmd *cobra.Command) {
 		{"dest", "the destination", &f.opts.Destination, &f.push.destTLSVerify},
 	} {
 		fl.StringVar(&side.r.AuthFile, side.prefix+"-authfile", "", "credentials file for "+side.what+" (default: --authfile)")
-		fl.StringVar(&side.r.Creds, side.prefix+"-creds", "", "credentials USERNAME[:PASSWORD] for "+side.what+" (default: --creds)")
+		fl.StringVar(&side.r.Creds, side.prefix+"-creds", "", "credentials, USERNAME or USERNAME:PASSWORD, for "+side.what+" (default: --creds)")
 		fl.StringVar(&side.r.CertDir, side.prefix+"-cert-dir", "", "certificate directory for "+side.what+" (default: --cert-dir)")
 		fl.BoolVar(side.tls, side.prefix+"-tls-verify", true, "require HTTPS and verify certificates for "+side.what+" (default: --tls-verify)")
 		completeDirs(cmd, side.prefix+"-cert-dir")

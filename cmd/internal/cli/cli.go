@@ -61,6 +61,11 @@ func Execute(ctx context.Context, cmd *cobra.Command, args []string, stdin io.Re
 	return code
 }
 
+// CompleteFormat makes --format complete to text and json.
+func CompleteFormat(cmd *cobra.Command) {
+	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
+}
+
 // AddMachineConfigFlag adds the required, repeatable -f/--machineconfig.
 func AddMachineConfigFlag(cmd *cobra.Command, files *[]string) {
 	cmd.Flags().StringArrayVarP(files, "machineconfig", "f", nil, "MachineConfig file or directory (YAML or JSON; - for stdin); repeatable")
