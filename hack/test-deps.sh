@@ -10,7 +10,7 @@ for pair in ostree:ostree skopeo:skopeo umoci:umoci buildah:buildah crun:crun \
     docker-registry:docker-registry /bin/busybox:busybox-static /etc/ssl/certs/ca-certificates.crt:ca-certificates \
     qemu-system-x86_64:qemu-system-x86 mmdebstrap:mmdebstrap debugfs:e2fsprogs; do
   cmd=${pair%%:*} pkg=${pair##*:}
-  if [[ $cmd == /* ]]; then [ -x "$cmd" ] || need+=("$pkg"); continue; fi
+  if [[ $cmd == /* ]]; then [ -e "$cmd" ] || need+=("$pkg"); continue; fi
   command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done
 [ ${#need[@]} -eq 0 ] && exit 0
