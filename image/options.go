@@ -59,8 +59,9 @@ var ErrNoPolicy = errors.New("no signature policy found")
 // file; a variable only so tests can point it at a temporary directory.
 var systemPolicyPath = "/etc/containers/policy.json"
 
-// SystemContext is the containers/image configuration o describes, for
-// code that drives containers/image through another library (buildah).
+// SystemContext is the containers/image configuration o describes for
+// reading images (the Source side), for code that drives containers/image
+// through another library (buildah, which reads and writes with one).
 func (o Options) SystemContext() (*types.SystemContext, error) {
 	return o.systemContext()
 }
