@@ -78,11 +78,19 @@ var ErrAppendNeedsNoContainerfile = errors.New("extra Containerfile instructions
 // engine than append, or a render-only one.
 var ErrIndexNeedsAppend = errors.New("a multi-platform build (an index) needs the append engine")
 
+// ErrPushNeedsAppend is returned when an engine other than append is given
+// signing or destination-only registry settings, which it cannot apply
+// (buildah reads and writes with one configuration).
+var ErrPushNeedsAppend = errors.New("signing and destination registry settings need the append engine")
+
 // Run builds the layered image with opts.Engine (the append engine when
 // nil).
 func Run(ctx context.Context, opts Options) (*Result, error) {
 	if len(opts.Platforms) > 0 && opts.Engine != nil {
 		return nil, ErrIndexNeedsAppend
+	}
+	if opts.Engine != nil && (opts.Images.Sign != (image.Signing{}) || opts.Images.Destination != (image.Registry{})) {
+		return nil, ErrPushNeedsAppend
 	}
 	if opts.Engine == nil {
 		if opts.ContainerfileAppend != "" {

@@ -100,6 +100,9 @@ containers-storage:NAME or docker://REF.`,
 			if errors.Is(err, build.ErrAppendNeedsNoContainerfile) {
 				return errors.New("--containerfile-append needs --engine buildah or --render-only")
 			}
+			if errors.Is(err, build.ErrPushNeedsAppend) {
+				return errors.New("--sign-* and --dest-* need --engine append (buildah writes with the shared and --src-* settings)")
+			}
 			if errors.Is(err, build.ErrIndexNeedsAppend) {
 				return errors.New("--platform all or a list builds an index: only with --engine append, without --render-only")
 			}
