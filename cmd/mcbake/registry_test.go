@@ -286,7 +286,7 @@ func readRegistryManifest(t *testing.T, r *regEnv, repo string) registryManifest
 	return m
 }
 
-// writeFile writes b to a new file under t's temporary directory.
+// writeTestFile writes b to a new file under t's temporary directory.
 func writeTestFile(t *testing.T, name string, b []byte) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), name)

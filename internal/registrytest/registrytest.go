@@ -248,7 +248,7 @@ func (r *Registry) AuthFile(t testing.TB, user, password string) string {
 	return f.Name()
 }
 
-// Repository lists the tags of repo, through the registry's API; a missing
+// Tags lists the tags of repo, through the registry's API; a missing
 // repository has none.
 func (r *Registry) Tags(repo string) ([]string, error) {
 	client, err := r.client()
