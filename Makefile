@@ -14,7 +14,7 @@ FUZZMIN   ?= 200x
 FUZZLONG  ?= 2m
 DEMO      := _demo
 
-.PHONY: all build node test unit fuzz fuzz-long demo bench image clean update-golden vet
+.PHONY: all build node test unit fuzz fuzz-long demo bench image man clean update-golden vet
 
 all: build
 
@@ -54,8 +54,13 @@ demo: build
 bench: build
 	./hack/bench.sh
 
-image:
+image: build node
 	./hack/image.sh
 
+# man: one page per command in man/ (mcbake.1, mcbake-build.1, ...), from
+# the same text as --help; dated SOURCE_DATE_EPOCH (default: the epoch).
+man: build
+	./bin/mcbake man man
+
 clean:
-	rm -rf bin $(DEMO) _bench
+	rm -rf bin man $(DEMO) _bench

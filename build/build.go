@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"sort"
 	"strings"
@@ -39,8 +40,20 @@ type Options struct {
 	CacheDir string
 	// Progress, when set, is told of the bytes read from each base layer.
 	Progress func(layer string, total, n int64)
+	// PushProgress, when set, is told of every blob the append engine
+	// writes to the destination or finds there already.
+	PushProgress func(image.BlobProgress)
+	// Labels and Annotations are added to the image config's labels and
+	// the manifest's annotations (--label, --annotation); mcbake's own
+	// (io.mcbake.*, org.opencontainers.image.base.*) cannot be overridden.
+	Labels, Annotations map[string]string
 	// Engine builds the image; nil is the append engine (Image).
 	Engine Engine
+	// Platforms, when set, builds one image per platform of the base
+	// ("os/arch[/variant]", or AllPlatforms alone for every platform the
+	// base's index lists) and writes them under one OCI index: the append
+	// engine only. Images.Platform is then ignored.
+	Platforms []string
 	// ContainerfileAppend is a file of extra Containerfile instructions
 	// (RPM installs, say) for RenderOnly and engines that build a
 	// Containerfile; the append engine refuses it.
@@ -61,9 +74,24 @@ type Engine interface {
 // given Containerfile instructions: it builds no Containerfile.
 var ErrAppendNeedsNoContainerfile = errors.New("extra Containerfile instructions need a Containerfile engine (buildah) or a render-only build")
 
+// ErrIndexNeedsAppend is returned for a multi-platform build with another
+// engine than append, or a render-only one.
+var ErrIndexNeedsAppend = errors.New("a multi-platform build (an index) needs the append engine")
+
+// ErrPushNeedsAppend is returned when an engine other than append is given
+// signing or destination-only registry settings, which it cannot apply
+// (buildah reads and writes with one configuration).
+var ErrPushNeedsAppend = errors.New("signing and destination registry settings need the append engine")
+
 // Run builds the layered image with opts.Engine (the append engine when
 // nil).
 func Run(ctx context.Context, opts Options) (*Result, error) {
+	if len(opts.Platforms) > 0 && opts.Engine != nil {
+		return nil, ErrIndexNeedsAppend
+	}
+	if opts.Engine != nil && (opts.Images.Sign != (image.Signing{}) || opts.Images.Destination != (image.Registry{})) {
+		return nil, ErrPushNeedsAppend
+	}
 	if opts.Engine == nil {
 		if opts.ContainerfileAppend != "" {
 			return nil, ErrAppendNeedsNoContainerfile
@@ -86,6 +114,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 // WriteContext into the directory opts.Output (not an image reference),
 // for buildah, podman, OpenShift Builds or Konflux to build.
 func RenderOnly(ctx context.Context, opts Options) (*Prepared, error) {
+	if len(opts.Platforms) > 0 {
+		return nil, ErrIndexNeedsAppend
+	}
 	p, err := prepareClosed(ctx, opts)
 	if err != nil {
 		return nil, err
@@ -109,48 +140,73 @@ func prepareClosed(ctx context.Context, opts Options) (p *Prepared, err error) {
 
 // Result describes a built image.
 type Result struct {
+	// Digest is the image's manifest digest, or the index's.
 	Digest   digest.Digest
 	Manifest *manifest.Manifest
 	// ManifestDigest is the sha256 of the embedded manifest's bytes.
 	ManifestDigest digest.Digest
+	// Platforms are the images of an index build, in index order; the
+	// fields above are then the first one's (Digest excepted).
+	Platforms []PlatformResult
 }
 
-// Image builds the layered image with the append engine.
+// PlatformResult is one image of an index build.
+type PlatformResult struct {
+	Platform       string
+	Manifest       *manifest.Manifest
+	ManifestDigest digest.Digest
+}
+
+// Image builds the layered image with the append engine: one image, or
+// with opts.Platforms an index of one image per platform.
 func Image(ctx context.Context, opts Options) (_ *Result, err error) {
+	if len(opts.Platforms) > 0 {
+		return imageIndex(ctx, opts)
+	}
 	b, err := image.OpenBase(ctx, opts.Base, opts.baseOptions())
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, b.Close()) }()
-	p, err := Prepare(b, opts)
-	if err != nil {
-		return nil, err
-	}
 	tmpDir, err := atomicdir.MkdirTemp("", "mcbake-build-")
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, tmpDir.RemoveAll()) }()
-	tmp := tmpDir.Path
-	extra, err := p.extra()
+	p, ao, err := prepareAppend(b, opts, tmpDir.Path)
 	if err != nil {
 		return nil, err
 	}
+	dgst, err := image.Append(ctx, b.Image, opts.Output, ao, opts.Images)
+	if err != nil {
+		return nil, err // Append names the destination
+	}
+	return &Result{Digest: dgst, Manifest: p.Manifest, ManifestDigest: digest.FromBytes(p.ManifestJSON)}, nil
+}
+
+// prepareAppend prepares the build on b and writes its new layer into
+// tmp: what image.Append needs.
+func prepareAppend(b *image.Base, opts Options, tmp string) (*Prepared, image.AppendOptions, error) {
+	p, err := Prepare(b, opts)
+	if err != nil {
+		return nil, image.AppendOptions{}, err
+	}
+	extra, err := p.extra()
+	if err != nil {
+		return nil, image.AppendOptions{}, err
+	}
 	lf, err := writeLayer(tmp, layerEntries(p.Rendered.Entries, extra, opts.Time()), opts.Compression)
 	if err != nil {
-		return nil, fmt.Errorf("writing the new layer: %w", err)
+		return nil, image.AppendOptions{}, fmt.Errorf("writing the new layer: %w", err)
 	}
-	dgst, err := image.Append(ctx, b.Image, opts.Output, image.AppendOptions{
+	return p, image.AppendOptions{
 		Layer: image.NewLayer{Path: lf.path, Digest: lf.digest, DiffID: lf.diffID, Size: lf.size, MediaType: lf.mediaType,
 			History: "mcbake build: " + strings.Join(p.names(), ",")},
 		Labels:      p.Labels(),
 		Annotations: p.Annotations(),
 		Created:     opts.Time(),
-	}, opts.Images)
-	if err != nil {
-		return nil, fmt.Errorf("writing %s: %w", opts.Output, err)
-	}
-	return &Result{Digest: dgst, Manifest: p.Manifest, ManifestDigest: digest.FromBytes(p.ManifestJSON)}, nil
+		Progress:    opts.PushProgress,
+	}, nil
 }
 
 // Prepared is everything a build needs before writing an image: the base,
@@ -166,6 +222,9 @@ type Prepared struct {
 	Rendered     *render.Result
 	Manifest     *manifest.Manifest
 	ManifestJSON []byte
+	// ExtraLabels and ExtraAnnotations are the caller's (Options.Labels,
+	// Options.Annotations), included in Labels and Annotations.
+	ExtraLabels, ExtraAnnotations map[string]string
 }
 
 // Prepare renders the MachineConfigs against an opened base and records
@@ -189,6 +248,10 @@ func Prepare(b *image.Base, opts Options) (*Prepared, error) {
 		return nil, err
 	}
 	p := &Prepared{BaseRef: opts.Base, BaseDigest: b.Digest(), Tree: tree, Rendered: res, Manifest: m, ManifestJSON: raw}
+	p.ExtraLabels, p.ExtraAnnotations = maps.Clone(opts.Labels), maps.Clone(opts.Annotations)
+	if err := p.checkExtra(); err != nil {
+		return nil, err
+	}
 	for _, l := range b.Layers() {
 		p.BaseDiffIDs = append(p.BaseDiffIDs, l.DiffID)
 	}
@@ -209,11 +272,14 @@ func (p *Prepared) names() []string {
 
 // Labels are the image config labels a build sets.
 func (p *Prepared) Labels() map[string]string {
-	return map[string]string{
-		image.LabelManifestDigest: digest.FromBytes(p.ManifestJSON).String(),
-		image.LabelBaseDigest:     p.BaseDigest.String(),
-		image.LabelMachineConfigs: strings.Join(p.names(), ","),
+	l := maps.Clone(p.ExtraLabels)
+	if l == nil {
+		l = map[string]string{}
 	}
+	l[image.LabelManifestDigest] = digest.FromBytes(p.ManifestJSON).String()
+	l[image.LabelBaseDigest] = p.BaseDigest.String()
+	l[image.LabelMachineConfigs] = strings.Join(p.names(), ",")
+	return l
 }
 
 // Annotations are the manifest annotations a build sets. The base's name
@@ -221,13 +287,31 @@ func (p *Prepared) Labels() map[string]string {
 // portableName): a local path would make the digest depend on where the
 // base was and leak it into the image.
 func (p *Prepared) Annotations() map[string]string {
-	a := map[string]string{
-		image.AnnotationBaseDigest: p.BaseDigest.String(),
+	a := maps.Clone(p.ExtraAnnotations)
+	if a == nil {
+		a = map[string]string{}
 	}
+	a[image.AnnotationBaseDigest] = p.BaseDigest.String()
 	if name := portableName(p.BaseRef); name != "" {
 		a[image.AnnotationBaseName] = name
 	}
 	return a
+}
+
+// checkExtra refuses caller labels and annotations that would replace
+// mcbake's own.
+func (p *Prepared) checkExtra() error {
+	for _, m := range []struct {
+		what  string
+		extra map[string]string
+	}{{"label", p.ExtraLabels}, {"annotation", p.ExtraAnnotations}} {
+		for k := range m.extra {
+			if strings.HasPrefix(k, "io.mcbake.") || strings.HasPrefix(k, "org.opencontainers.image.base.") {
+				return fmt.Errorf("%s %s is mcbake's own and cannot be set", m.what, k)
+			}
+		}
+	}
+	return nil
 }
 
 // extra returns the embedded manifest and the directories it needs that

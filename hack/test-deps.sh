@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests use (real ostree, skopeo, umoci,
-# buildah, crun; qemu, mmdebstrap and e2fsprogs for internal/ostreevm;
-# libblkid's headers for building ignition in internal/ignitiontest) when
-# they are missing. Needs root for apt-get; otherwise it
-# only says what is missing, and the tests that need them skip.
+# buildah, crun; docker-registry for the registry tests; busybox-static for
+# `make image` (with ca-certificates); qemu, mmdebstrap and e2fsprogs for
+# internal/ostreevm; libblkid's headers for building ignition in
+# internal/ignitiontest) when they are missing. Needs root for apt-get;
+# otherwise it only says what is missing, and the tests that need them skip.
 set -euo pipefail
 need=()
 for pair in ostree:ostree skopeo:skopeo umoci:umoci buildah:buildah crun:crun \
+    docker-registry:docker-registry /bin/busybox:busybox-static /etc/ssl/certs/ca-certificates.crt:ca-certificates \
+    /usr/include/blkid/blkid.h:libblkid-dev \
     qemu-system-x86_64:qemu-system-x86 mmdebstrap:mmdebstrap debugfs:e2fsprogs; do
   cmd=${pair%%:*} pkg=${pair##*:}
+  if [[ $cmd == /* ]]; then [ -e "$cmd" ] || need+=("$pkg"); continue; fi
   command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done
-[ -e /usr/include/blkid/blkid.h ] || need+=(libblkid-dev)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
   echo "test-deps: missing ${need[*]} (not root: not installing; tests that need them skip)" >&2
@@ -20,4 +23,10 @@ fi
 echo "test-deps: installing ${need[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq >/dev/null
+# docker-registry's package starts a registry on every interface (:5000):
+# the tests start their own on 127.0.0.1, so no service may start here.
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+  trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+fi
 apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

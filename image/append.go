@@ -38,6 +38,8 @@ type AppendOptions struct {
 	// zero time keeps the base's created and leaves the entry undated, so the
 	// result stays reproducible.
 	Created time.Time
+	// Progress, when set, is told of every blob written or skipped.
+	Progress func(BlobProgress)
 }
 
 // newLayerTypes are the media types Append accepts for the new layer.
@@ -64,19 +66,19 @@ func Append(ctx context.Context, base *Image, dest string, ao AppendOptions, opt
 	if err != nil {
 		return "", err
 	}
-	sys, err := opts.systemContext()
+	co, err := copyOptions(r, opts, ao.Created)
 	if err != nil {
 		return "", err
 	}
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	st, err := newStaging(r, base, opts)
+	st, err := newStaging(r, []*Image{base}, opts)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", dest, err)
 	}
 	defer func() { err = errors.Join(err, st.close()) }()
-	written, err := copyImage(ctx, st.reference(), src, sys, copyOptions(r, sys, ao))
+	written, err := copyImage(ctx, st.reference(), src.ref, co, ao.Progress, opts.Retry)
 	if err != nil {
 		return "", fmt.Errorf("writing %s: %w", dest, err)
 	}
@@ -130,33 +132,56 @@ func (l NewLayer) check() error {
 	return nil
 }
 
-// copyImage copies src to dest. The base was checked against the signature
-// policy when it was opened; the appended image is built here, in process,
-// and has no signatures of its own, so the copy accepts it as is.
-func copyImage(ctx context.Context, dest types.ImageReference, src *appendSource, sys *types.SystemContext, co *copy.Options) (_ []byte, err error) {
+// copyImage copies src to dest, again after each transient failure. The
+// base was checked against the signature policy when it was opened; the
+// appended image is built here, in process, and has no signatures of its
+// own, so the copy accepts it as is.
+func copyImage(ctx context.Context, dest, src types.ImageReference, co *copy.Options, progress func(BlobProgress), r Retry) (written []byte, err error) {
 	pc, err := signature.NewPolicyContext(acceptAnything())
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, pc.Destroy()) }()
-	return copy.Image(ctx, pc, dest, src.ref, co)
+	ch, stop := watchProgress(progress)
+	defer stop()
+	if ch != nil {
+		co.Progress, co.ProgressInterval = ch, progressInterval
+	}
+	err = r.do(ctx, func() error {
+		var err error
+		written, err = copy.Image(ctx, pc, dest, src, co)
+		return err
+	})
+	return written, err
 }
 
 // copyOptions keeps every digest (no recompression, no re-tarring, no
 // manifest conversion) except for docker-archive:, which can only hold
-// Docker manifests with uncompressed layers.
-func copyOptions(r Ref, sys *types.SystemContext, ao AppendOptions) *copy.Options {
+// Docker manifests with uncompressed layers. The source side reads the
+// base's blobs, the destination side writes and signs.
+func copyOptions(r Ref, opts Options, created time.Time) (*copy.Options, error) {
+	srcSys, err := opts.systemContext()
+	if err != nil {
+		return nil, err
+	}
+	destSys, err := opts.destinationContext()
+	if err != nil {
+		return nil, err
+	}
 	co := &copy.Options{
-		SourceCtx:        sys,
-		DestinationCtx:   sys,
+		SourceCtx:        srcSys,
+		DestinationCtx:   destSys,
 		RemoveSignatures: true,
 		PreserveDigests:  r.transport != transportDockerArchive,
 	}
-	if !ao.Created.IsZero() {
-		t := ao.Created.UTC()
+	if err := opts.Sign.apply(co); err != nil {
+		return nil, err
+	}
+	if !created.IsZero() {
+		t := created.UTC()
 		co.DestinationTimestamp = &t // oci-archive: tar header times
 	}
-	return co
+	return co, nil
 }
 
 // appendedConfig returns base's config with the new layer, history entry,

@@ -36,7 +36,7 @@ func (b *Base) Tree() render.Root { return baseindex.Root{Index: b.Index} }
 func OpenBase(ctx context.Context, ref string, opts BaseOptions) (*Base, error) {
 	im, err := Open(ctx, ref, opts.Images)
 	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", ref, err)
+		return nil, err // Open names ref
 	}
 	ix, err := IndexLayers(ctx, im, opts)
 	if err != nil {

@@ -1,8 +1,9 @@
 // Package image is mcbake's only door to container images: it opens a base
 // image from any supported transport, and writes that base plus one new layer
 // to a destination. It is the single package that imports
-// github.com/containers/image/v5 and github.com/containers/storage, so moving
-// to their go.podman.io successors is a change to this package alone.
+// github.com/containers/image/v5, github.com/containers/storage and
+// github.com/containers/common, so moving to their go.podman.io successors
+// is a change to this package alone.
 //
 // References always name their transport (oci:DIR[:TAG], oci-archive:FILE[:TAG],
 // docker-archive:FILE[:NAME:TAG], dir:DIR, containers-storage:NAME,
@@ -17,10 +18,32 @@
 //     must Close it; Close releases the image source and, for
 //     containers-storage, shuts the store down. Every method of an Image is
 //     unusable after Close. The signature policy is evaluated in Open, on the
-//     image exactly as the transport serves it.
+//     image exactly as the transport serves it. A failed Open returns a nil
+//     *Image and an error that names the reference once ("opening REF:
+//     cause": authentication required, manifest unknown, x509: ...), never a
+//     panic; it holds nothing open.
+//   - Registry settings (Options.Registry, with Source and Destination
+//     overriding it field by field) have skopeo's names and meanings, and
+//     go through containers/common and containers/image: the auth file
+//     defaults to $REGISTRY_AUTH_FILE, registries.conf to
+//     $CONTAINERS_REGISTRIES_CONF. Open, Platforms, Append and AppendIndex
+//     retry transient failures (Options.Retry) with containers/common's
+//     retry package; authentication, missing images and certificate errors
+//     are not retried.
+//   - Opening a docker:// image records where its layers live, and how they
+//     are compressed, in the blob-info cache, so that a later Append into
+//     another repository of the same registry mounts them instead of
+//     uploading them, even when the cache was empty (docs/design.md,
+//     Registries). Blobs the destination already has are never sent again.
 //   - Image.OpenLayer returns a stream the caller must Close. The stream
 //     checks the blob's digest: a mismatch is reported as a read error at the
 //     end of the stream, never as a clean io.EOF.
+//   - Append signs what it writes when Options.Sign says so (sigstore keys;
+//     GPG only in builds without containers_image_openpgp), and reports every
+//     blob written or skipped to AppendOptions.Progress.
+//   - AppendIndex writes one appended image per base (one per platform) and
+//     an OCI index over them, with Append's guarantees for each image and
+//     for the destination; the same entries give the same index digest.
 //   - Append never closes the base image, and never modifies, moves or
 //     removes the caller's layer file (it is copied, not linked).
 //   - Append builds the new manifest and config itself; the same base, layer

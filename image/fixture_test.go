@@ -41,7 +41,7 @@ func testEnv(t *testing.T) Options {
 	if err := os.WriteFile(reg, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return Options{InsecurePolicy: true, CacheDir: filepath.Join(root, "cache"), RegistriesConf: reg}
+	return Options{InsecurePolicy: true, CacheDir: filepath.Join(root, "cache"), RegistriesConf: reg, RegistriesConfDir: reg + ".d"}
 }
 
 // checkNoTemp fails the test if anything was left in TMPDIR.

@@ -49,12 +49,25 @@ type Image struct {
 
 // Open opens ref (a "transport:..." reference), checks it against the
 // signature policy, and resolves an index or manifest list to opts.Platform.
-// OCI and Docker schema2 images are supported.
+// OCI and Docker schema2 images are supported. Its errors name ref once
+// ("opening REF: cause"); callers need not repeat it.
 func Open(ctx context.Context, ref string, opts Options) (_ *Image, err error) {
 	r, err := ParseReference(ref)
 	if err != nil {
-		return nil, err
+		return nil, err // names ref already
 	}
+	var im *Image
+	err = opts.Retry.do(ctx, func() error {
+		im, err = openRef(ctx, r, opts)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", ref, err)
+	}
+	return im, nil
+}
+
+func openRef(ctx context.Context, r Ref, opts Options) (_ *Image, err error) {
 	sys, err := opts.systemContext()
 	if err != nil {
 		return nil, err
@@ -64,11 +77,7 @@ func Open(ctx context.Context, ref string, opts Options) (_ *Image, err error) {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, pc.Destroy()) }()
-	im, err := open(ctx, r, opts, sys, pc)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", ref, err)
-	}
-	return im, nil
+	return open(ctx, r, opts, sys, pc)
 }
 
 func open(ctx context.Context, r Ref, opts Options, sys *types.SystemContext, pc *signature.PolicyContext) (_ *Image, err error) {
@@ -87,9 +96,13 @@ func open(ctx context.Context, r Ref, opts Options, sys *types.SystemContext, pc
 			return nil, err
 		}
 	}
-	if im.src, err = bound.NewImageSource(ctx, sys); err != nil {
+	// NewImageSource returns a typed nil on error: keep it out of im.src,
+	// or Close would call a method on it.
+	src, err := bound.NewImageSource(ctx, sys)
+	if err != nil {
 		return nil, err
 	}
+	im.src = src
 	if err := checkPolicy(ctx, pc, im.src); err != nil {
 		return nil, err
 	}
@@ -97,7 +110,13 @@ func open(ctx context.Context, r Ref, opts Options, sys *types.SystemContext, pc
 	if err != nil {
 		return nil, err
 	}
-	return im, im.load(ctx, sys, instance, opts.Platform != "")
+	if err := im.load(ctx, sys, instance, opts.Platform != ""); err != nil {
+		return nil, err
+	}
+	if r.transport == transportDocker {
+		im.recordLocations(sys)
+	}
+	return im, nil
 }
 
 // checkPolicy evaluates the signature policy on the image as served.

@@ -95,7 +95,7 @@ func findFile(r io.Reader, name string) (_ []byte, err error) {
 func ManifestOf(ctx context.Context, ref string, opts Options) (_ *manifest.Manifest, raw []byte, _ ID, err error) {
 	im, err := Open(ctx, ref, opts)
 	if err != nil {
-		return nil, nil, ID{}, fmt.Errorf("opening %s: %w", ref, err)
+		return nil, nil, ID{}, err // Open names ref
 	}
 	defer func() { err = errors.Join(err, im.Close()) }()
 	m, raw, err := ReadManifest(ctx, im)

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/containers/image/v5/pkg/cli/environment"
 	"github.com/containers/image/v5/signature"
 	"github.com/containers/image/v5/types"
 	imgspecv1 "github.com/opencontainers/image-spec/specs-go/v1"
@@ -18,19 +19,36 @@ import (
 // Options carries the settings every image operation shares. The zero value
 // uses the system's configuration and the host platform. Big temporary files
 // (unpacked archives) go to $TMPDIR when it is set, else /var/tmp.
+//
+// Registry settings follow skopeo (containers-auth.json(5),
+// containers-certs.d(5), containers-registries.conf(5)): Registry applies to
+// both sides of a copy, and Source (the base, every image Open reads) and
+// Destination (what Append writes) override it field by field.
 type Options struct {
 	SignaturePolicy string // --signature-policy FILE
 	InsecurePolicy  bool   // --insecure-policy: accept anything
-	AuthFile        string // --authfile
-	TLSVerify       *bool  // --tls-verify (nil = default)
-	Platform        string // "os/arch[/variant]"; "" = host's (runtime.GOOS/GOARCH)
+	Registry               // --authfile, --creds, --cert-dir, --tls-verify
+	// Source and Destination override Registry for one side: --src-* and
+	// --dest-* (a field left empty takes Registry's).
+	Source, Destination Registry
+	Platform            string // "os/arch[/variant]"; "" = host's (runtime.GOOS/GOARCH)
 	// containers-storage overrides; "" = defaults from the usual storage.conf.
 	StorageRoot, StorageRunRoot, StorageDriver string
 	// CacheDir is the blob-info cache directory; "" = $XDG_CACHE_HOME/mcbake/blobinfo.
 	CacheDir string
-	// RegistriesConf replaces registries.conf (and registries.conf.d, read
-	// from RegistriesConf+".d"); "" = the system's.
-	RegistriesConf string
+	// RegistriesConf replaces registries.conf (--registries-conf); "" =
+	// $CONTAINERS_REGISTRIES_CONF, else the system's. As in skopeo, the
+	// drop-in directory stays the system's unless RegistriesConfDir is set.
+	RegistriesConf, RegistriesConfDir string
+	// RegistriesDir is the registries.d directory (--registries.d): where
+	// signatures are looked up and whether sigstore attachments are used
+	// (containers-registries.d(5)); "" = the system's.
+	RegistriesDir string
+	// Retry says how often a registry operation that failed with a
+	// transient error (a refused connection, a 5xx) is tried again.
+	Retry Retry
+	// Sign signs what Append writes.
+	Sign Signing
 }
 
 // ErrNoPolicy is returned when no signature policy was given, none is
@@ -41,8 +59,9 @@ var ErrNoPolicy = errors.New("no signature policy found")
 // file; a variable only so tests can point it at a temporary directory.
 var systemPolicyPath = "/etc/containers/policy.json"
 
-// SystemContext is the containers/image configuration o describes, for
-// code that drives containers/image through another library (buildah).
+// SystemContext is the containers/image configuration o describes for
+// reading images (the Source side), for code that drives containers/image
+// through another library (buildah, which reads and writes with one).
 func (o Options) SystemContext() (*types.SystemContext, error) {
 	return o.systemContext()
 }
@@ -77,8 +96,26 @@ func (o Options) PolicyFile() (path string, cleanup func() error, err error) {
 	return path, cleanup, nil
 }
 
-// systemContext turns opts into the containers/image configuration.
+// systemContext is the containers/image configuration of the source side.
 func (o Options) systemContext() (*types.SystemContext, error) {
+	return o.sideContext(o.Source)
+}
+
+// destinationContext is the configuration of the destination side.
+func (o Options) destinationContext() (*types.SystemContext, error) {
+	return o.sideContext(o.Destination)
+}
+
+// DestinationSystemContext is the containers/image configuration for
+// writing images, for code that drives containers/image through another
+// library (buildah). SystemContext is the one for reading.
+func (o Options) DestinationSystemContext() (*types.SystemContext, error) {
+	return o.destinationContext()
+}
+
+// sideContext turns opts, with side's registry overrides, into the
+// containers/image configuration.
+func (o Options) sideContext(side Registry) (*types.SystemContext, error) {
 	p, err := o.platform()
 	if err != nil {
 		return nil, err
@@ -88,9 +125,10 @@ func (o Options) systemContext() (*types.SystemContext, error) {
 		return nil, err
 	}
 	sys := &types.SystemContext{
-		AuthFilePath:                o.AuthFile,
 		BlobInfoCacheDir:            cache,
 		SystemRegistriesConfPath:    o.RegistriesConf,
+		SystemRegistriesConfDirPath: o.RegistriesConfDir,
+		RegistriesDirPath:           o.RegistriesDir,
 		OSChoice:                    p.OS,
 		ArchitectureChoice:          p.Architecture,
 		VariantChoice:               p.Variant,
@@ -99,12 +137,11 @@ func (o Options) systemContext() (*types.SystemContext, error) {
 		// unpacked there); honour it like podman does.
 		BigFilesTemporaryDir: os.Getenv("TMPDIR"),
 	}
-	if o.RegistriesConf != "" {
-		sys.SystemRegistriesConfDirPath = o.RegistriesConf + ".d"
+	if err := environment.UpdateRegistriesConf(sys); err != nil {
+		return nil, err
 	}
-	if o.TLSVerify != nil {
-		sys.DockerInsecureSkipTLSVerify = types.NewOptionalBool(!*o.TLSVerify)
-		sys.OCIInsecureSkipTLSVerify = !*o.TLSVerify
+	if err := o.Registry.override(side).apply(sys); err != nil {
+		return nil, err
 	}
 	return sys, nil
 }

@@ -1,6 +1,7 @@
 package image
 
 import (
+	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -30,13 +31,16 @@ func TestSystemContext(t *testing.T) {
 		{
 			name: "everything set",
 			opts: Options{
-				AuthFile: "/auth.json", TLSVerify: &no, Platform: "linux/arm64/v8",
-				CacheDir: "/cache", RegistriesConf: "/etc/reg.conf",
+				Registry: Registry{AuthFile: "/", TLSVerify: &no, Creds: "u:p:q", CertDir: "/certs"},
+				Platform: "linux/arm64/v8", CacheDir: "/cache", RegistriesConf: "/etc/reg.conf",
+				RegistriesConfDir: "/etc/reg.conf.d", RegistriesDir: "/etc/reg.d",
 			},
 			want: types.SystemContext{
-				AuthFilePath: "/auth.json", BlobInfoCacheDir: "/cache",
+				AuthFilePath: "/", BlobInfoCacheDir: "/cache",
+				DockerAuthConfig: &types.DockerAuthConfig{Username: "u", Password: "p:q"}, DockerCertPath: "/certs",
 				SystemRegistriesConfPath: "/etc/reg.conf", SystemRegistriesConfDirPath: "/etc/reg.conf.d",
-				OSChoice: "linux", ArchitectureChoice: "arm64", VariantChoice: "v8",
+				RegistriesDirPath: "/etc/reg.d",
+				OSChoice:          "linux", ArchitectureChoice: "arm64", VariantChoice: "v8",
 				DockerInsecureSkipTLSVerify: types.OptionalBoolTrue, OCIInsecureSkipTLSVerify: true,
 				OCIAcceptUncompressedLayers: true, BigFilesTemporaryDir: "/big/tmp",
 			},
@@ -57,6 +61,69 @@ func TestPlatformParsing(t *testing.T) {
 	for _, bad := range []string{"linux", "linux/", "/amd64", "linux/amd64/", "a/b/c/d"} {
 		if _, err := (Options{Platform: bad}).systemContext(); err == nil {
 			t.Errorf("Platform %q accepted, want an error", bad)
+		}
+	}
+}
+
+// TestRegistrySides: Source and Destination override the shared registry
+// settings field by field, REGISTRY_AUTH_FILE and CONTAINERS_REGISTRIES_CONF
+// are the defaults, and a named auth file must exist.
+func TestRegistrySides(t *testing.T) {
+	dir := t.TempDir()
+	shared, src := filepath.Join(dir, "shared.json"), filepath.Join(dir, "src.json")
+	env := filepath.Join(dir, "env.json")
+	for _, f := range []string{shared, src, env} {
+		if err := os.WriteFile(f, []byte(`{"auths":{}}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("REGISTRY_AUTH_FILE", env)
+	t.Setenv("CONTAINERS_REGISTRIES_CONF", "/env/registries.conf")
+	yes, no := true, false
+	o := Options{
+		Registry:    Registry{AuthFile: shared, CertDir: "/shared-certs", TLSVerify: &yes},
+		Source:      Registry{AuthFile: src, Creds: "reader"},
+		Destination: Registry{CertDir: "/dest-certs", TLSVerify: &no},
+		CacheDir:    dir,
+	}
+	srcSys, err := o.systemContext()
+	if err != nil {
+		t.Fatal(err)
+	}
+	destSys, err := o.destinationContext()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type side struct {
+		Auth, Certs, Conf string
+		Creds             *types.DockerAuthConfig
+		Skip              types.OptionalBool
+	}
+	got := []side{
+		{srcSys.AuthFilePath, srcSys.DockerCertPath, srcSys.SystemRegistriesConfPath, srcSys.DockerAuthConfig, srcSys.DockerInsecureSkipTLSVerify},
+		{destSys.AuthFilePath, destSys.DockerCertPath, destSys.SystemRegistriesConfPath, destSys.DockerAuthConfig, destSys.DockerInsecureSkipTLSVerify},
+	}
+	want := []side{
+		{src, "/shared-certs", "/env/registries.conf", &types.DockerAuthConfig{Username: "reader"}, types.OptionalBoolFalse},
+		{shared, "/dest-certs", "/env/registries.conf", nil, types.OptionalBoolTrue},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("source and destination contexts (-want +got):\n%s", diff)
+	}
+	sys, err := Options{CacheDir: dir}.systemContext()
+	if err != nil || sys.AuthFilePath != env {
+		t.Errorf("default auth file = %q, %v; want $REGISTRY_AUTH_FILE %s", sys.AuthFilePath, err, env)
+	}
+	for _, bad := range []Options{
+		{Registry: Registry{AuthFile: filepath.Join(dir, "missing.json")}},
+		{Destination: Registry{AuthFile: filepath.Join(dir, "missing.json")}},
+		{Registry: Registry{Creds: ":password"}},
+	} {
+		bad.CacheDir = dir
+		_, err1 := bad.systemContext()
+		_, err2 := bad.destinationContext()
+		if err1 == nil && err2 == nil {
+			t.Errorf("%+v accepted, want an error", bad)
 		}
 	}
 }

@@ -140,3 +140,9 @@ func (appendTransport) ParseReference(string) (types.ImageReference, error) {
 func (appendTransport) ValidatePolicyConfigurationScope(string) error {
 	return errors.New("mcbake-append has no policy scopes")
 }
+
+// has reports whether d is a blob of the appended image.
+func (s *appendSource) has(d digest.Digest) bool {
+	return d == s.configDigest || d == s.layer.Digest ||
+		slices.ContainsFunc(s.base.descs, func(desc imgspecv1.Descriptor) bool { return desc.Digest == d })
+}

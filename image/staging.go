@@ -30,10 +30,10 @@ type staging interface {
 	close() error
 }
 
-func newStaging(r Ref, base *Image, opts Options) (staging, error) {
+func newStaging(r Ref, bases []*Image, opts Options) (staging, error) {
 	switch r.transport {
 	case transportOCI:
-		return newOCIStaging(r, base)
+		return newOCIStaging(r, bases)
 	case transportDir:
 		return newDirStaging(r)
 	case transportOCIArchive, transportDockerArchive:
@@ -101,7 +101,7 @@ type ociStaging struct {
 	ref      types.ImageReference
 }
 
-func newOCIStaging(r Ref, base *Image) (_ *ociStaging, err error) {
+func newOCIStaging(r Ref, bases []*Image) (_ *ociStaging, err error) {
 	if _, tag, _ := strings.Cut(r.within, ":"); strings.HasPrefix(tag, "@") {
 		return nil, errors.New("a destination cannot name an index entry (@N)")
 	}
@@ -114,8 +114,10 @@ func newOCIStaging(r Ref, base *Image) (_ *ociStaging, err error) {
 			err = errors.Join(err, s.close())
 		}
 	}()
-	if err := s.seed(base); err != nil {
-		return nil, err
+	for _, base := range bases {
+		if err := s.seed(base); err != nil {
+			return nil, err
+		}
 	}
 	if s.ref, err = r.withPath(s.tmp); err != nil {
 		return nil, err
@@ -172,8 +174,10 @@ func (s *ociStaging) seed(base *Image) error {
 	}
 	var from []string
 	if s.state == stateFullDir {
-		if err := s.seedIndex(); err != nil {
-			return err
+		if s.oldIndex == nil {
+			if err := s.seedIndex(); err != nil {
+				return err
+			}
 		}
 		from = append(from, s.dest)
 	}

@@ -51,7 +51,7 @@ type layerScan struct {
 func readImage(ctx context.Context, ref string, opts image.BaseOptions, baseDigest digest.Digest) (_ *imageInput, err error) {
 	im, err := image.Open(ctx, ref, opts.Images)
 	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", ref, err)
+		return nil, err // image.Open names ref
 	}
 	defer func() { err = errors.Join(err, im.Close()) }()
 	in := &imageInput{ref: ref, digest: im.Digest(), labels: im.Labels()}

@@ -3,8 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,6 +14,7 @@ import (
 	"github.com/mcbake/mcbake/build"
 	"github.com/mcbake/mcbake/build/buildah"
 	"github.com/mcbake/mcbake/cmd/internal/cli"
+	"github.com/mcbake/mcbake/image"
 	"github.com/mcbake/mcbake/internal/progress"
 )
 
@@ -23,6 +26,7 @@ func newBuildCommand() *cobra.Command {
 		timestamp, digestFile string
 		quiet, renderOnly     bool
 		engine                string
+		labels, annotations   []string
 	)
 	cmd := &cobra.Command{
 		Use:   "build --base IMAGE -f MC... -o IMAGE",
@@ -34,6 +38,20 @@ files and the ownership manifest (/usr/share/mcbake/manifest.json). The base's
 layers are reused as they are. IMAGE is a containers-transport reference:
 oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE, dir:DIR,
 containers-storage:NAME or docker://REF.`,
+		Example: `  # offline, between OCI layouts
+  mcbake build --base oci:rhcos:4.18 -f worker.yaml -o oci:layered:latest --digestfile layered.digest
+
+  # in CI: from a registry into another repository of it, pushing only the new layer
+  mcbake build --base docker://quay.io/org/rhcos@sha256:... -f machineconfigs/ \
+    -o docker://quay.io/org/worker:4.18 --authfile auth.json --retry-times 3
+
+  # separate credentials for the base and the destination, and a sigstore signature
+  mcbake build --base docker://registry.example.com/os/rhcos:4.18 -f worker.yaml \
+    -o docker://quay.io/org/worker:4.18 --src-creds reader:$READ_TOKEN --dest-authfile push.json \
+    --sign-by-sigstore-private-key cosign.key --sign-passphrase-file cosign.pass
+
+  # every platform of a multi-platform base, under one index
+  mcbake build --base docker://quay.io/org/rhcos:4.18 -f worker.yaml -o docker://quay.io/org/worker:4.18 --platform all`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			imgOpts, cacheDir, err := img.options(cmd)
@@ -41,14 +59,30 @@ containers-storage:NAME or docker://REF.`,
 				return err
 			}
 			opts.Images, opts.CacheDir = imgOpts, cacheDir
+			if p := opts.Images.Platform; p == build.AllPlatforms || strings.Contains(p, ",") {
+				opts.Platforms, opts.Images.Platform = strings.Split(p, ","), ""
+			}
 			if opts.Timestamp, err = buildTime(timestamp); err != nil {
 				return err
 			}
 			if opts.MachineConfigs, err = cli.LoadMachineConfigs(cmd, files); err != nil {
 				return err
 			}
+			if opts.Labels, err = keyValues("--label", labels); err != nil {
+				return err
+			}
+			if opts.Annotations, err = keyValues("--annotation", annotations); err != nil {
+				return err
+			}
 			rep := progress.New(cmd.ErrOrStderr(), quiet)
 			opts.Progress = func(layer string, total, n int64) { rep.Update(short(layer), total, n) }
+			var pushed image.Transfer
+			opts.PushProgress = func(p image.BlobProgress) {
+				pushed.Add(p)
+				if !p.Skipped {
+					rep.Update("write "+short(p.Digest.String()), p.Size, p.Written)
+				}
+			}
 			if opts.Engine, err = engineNamed(engine); err != nil {
 				return err
 			}
@@ -66,6 +100,12 @@ containers-storage:NAME or docker://REF.`,
 			if errors.Is(err, build.ErrAppendNeedsNoContainerfile) {
 				return errors.New("--containerfile-append needs --engine buildah or --render-only")
 			}
+			if errors.Is(err, build.ErrPushNeedsAppend) {
+				return errors.New("--sign-* and --dest-* need --engine append (buildah writes with the shared and --src-* settings)")
+			}
+			if errors.Is(err, build.ErrIndexNeedsAppend) {
+				return errors.New("--platform all or a list builds an index: only with --engine append, without --render-only")
+			}
 			if err != nil {
 				return err
 			}
@@ -75,12 +115,22 @@ containers-storage:NAME or docker://REF.`,
 				}
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), res.Digest)
-			if !quiet {
-				return printSummary(cmd.ErrOrStderr(), opts.Output, res.Manifest)
+			if quiet {
+				return nil
 			}
-			return nil
+			printTransfer(cmd.ErrOrStderr(), opts.Output, &pushed)
+			for _, p := range res.Platforms {
+				if err := printSummary(cmd.ErrOrStderr(), opts.Output+" "+p.Platform, p.Manifest); err != nil {
+					return err
+				}
+			}
+			if len(res.Platforms) > 0 {
+				return nil
+			}
+			return printSummary(cmd.ErrOrStderr(), opts.Output, res.Manifest)
 		},
 	}
+	img.registerPush(cmd)
 	img.register(cmd)
 	addMachineConfigFlag(cmd, &files)
 	fl := cmd.Flags()
@@ -92,9 +142,13 @@ containers-storage:NAME or docker://REF.`,
 	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress output")
 	fl.StringVar(&engine, "engine", engineAppend, "append (native, default) or buildah (buildah's library, from templates/Containerfile.tmpl)")
 	fl.BoolVar(&renderOnly, "render-only", false, "write the Containerfile and its context to -o DIR for an external builder, build nothing")
+	fl.StringArrayVar(&labels, "label", nil, "KEY=VALUE label for the image config; repeatable")
+	fl.StringArrayVar(&annotations, "annotation", nil, "KEY=VALUE annotation for the image manifest; repeatable")
 	fl.StringVar(&opts.ContainerfileAppend, "containerfile-append", "", "extra Containerfile instructions (buildah engine and --render-only), e.g. RPM installs")
 	_ = cmd.MarkFlagRequired("base")
 	_ = cmd.MarkFlagRequired("output")
+	completeValues(cmd, "compression", build.Gzip, build.Zstd)
+	completeValues(cmd, "engine", engineAppend, engineBuildah)
 	return cmd
 }
 
@@ -129,6 +183,30 @@ func buildTime(flag string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("%s %q: want Unix seconds", from, v)
 	}
 	return time.Unix(n, 0).UTC(), nil
+}
+
+// keyValues parses repeated KEY=VALUE flag values.
+func keyValues(flag string, values []string) (map[string]string, error) {
+	if len(values) == 0 {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, v := range values {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%s %q: want KEY=VALUE", flag, v)
+		}
+		out[k] = val
+	}
+	return out, nil
+}
+
+// printTransfer says what the write sent: the bytes of new blobs, and how
+// many blobs the destination had already (present, mounted or linked).
+func printTransfer(w io.Writer, dest string, t *image.Transfer) {
+	uploaded, written, skipped := t.Totals()
+	fmt.Fprintf(w, "%s: uploaded %d bytes (%s) in %d blob(s); %d blob(s) already there or mounted\n",
+		dest, uploaded, progress.Bytes(uploaded), written, skipped)
 }
 
 func short(digest string) string {

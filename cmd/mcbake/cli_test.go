@@ -47,6 +47,8 @@ type env struct {
 	base  string // oci:DIR:latest
 	// extra flags for every command that takes image flags
 	extra []string
+	// policy is the signature policy file ("" = testdata/policy.json)
+	policy string
 }
 
 func newEnv(t *testing.T) *env {
@@ -76,7 +78,11 @@ func (e *env) run(args ...string) (int, string, string) {
 }
 
 func (e *env) imageArgs() []string {
-	return append([]string{"--signature-policy", "testdata/policy.json", "--cache-dir", e.cache}, e.extra...)
+	policy := e.policy
+	if policy == "" {
+		policy = "testdata/policy.json"
+	}
+	return append([]string{"--signature-policy", policy, "--cache-dir", e.cache}, e.extra...)
 }
 
 func (e *env) build(base, out string, mcs ...string) (int, string, string) {

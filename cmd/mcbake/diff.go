@@ -3,11 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
+	"io"
 
-	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
+	"github.com/mcbake/mcbake/cmd/internal/cli"
 	"github.com/mcbake/mcbake/image"
 	"github.com/mcbake/mcbake/internal/progress"
 	"github.com/mcbake/mcbake/revert"
@@ -60,6 +60,7 @@ func (f *diffFlags) report(cmd *cobra.Command) (*revert.Report, error) {
 func newDiffCommand() *cobra.Command {
 	var f diffFlags
 	var format string
+	var exitCode bool
 	cmd := &cobra.Command{
 		Use:   "diff --base IMAGE (--image IMAGE [-f MC...] | --manifest FILE)",
 		Short: "Predict what a revert from a layered image to a base does to every owned path",
@@ -75,7 +76,15 @@ An image without an mcbake manifest (built by the MCO's on-cluster build or a
 Containerfile running ignition-apply) needs -f with the MachineConfigs it was
 built from: the owned paths are what the machine-config-daemon writes for them
 on a node that runs the image, and a path counts as unmodified on the node only
-where the image's own default is exactly that.`,
+where the image's own default is exactly that.
+
+With --exit-code the exit status says whether there is a difference, as
+diffoci's does: 0 when a revert clobbers nothing, 1 when it clobbers at
+least one owned path, 2 on an error.`,
+		Example: `  mcbake diff --base oci:rhcos:4.18 --image oci:layered:latest
+  mcbake diff --base docker://quay.io/org/rhcos:4.18.3 --manifest manifest.json --format json
+  mcbake diff --base oci:rhcos:4.18 --image oci:layered:latest --exit-code --quiet   # 1 if a revert clobbers anything
+  mcbake diff --base oci:rhcos:4.18 --image docker://quay.io/org/ocl-built:latest -f rendered-worker.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if format != "text" && format != "json" {
@@ -86,28 +95,35 @@ where the image's own default is exactly that.`,
 				return err
 			}
 			if format == "json" {
-				return r.WriteJSON(cmd.OutOrStdout())
+				err = r.WriteJSON(cmd.OutOrStdout())
+			} else {
+				err = r.WriteText(cmd.OutOrStdout(), isTerminal(cmd.OutOrStdout()))
 			}
-			return r.WriteText(cmd.OutOrStdout(), isTerminal(cmd.OutOrStdout()))
+			if err == nil && exitCode && r.Summary.Clobbered > 0 {
+				return cli.Findings()
+			}
+			return err
 		},
 	}
 	f.register(cmd, true)
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
+	cmd.Flags().BoolVar(&exitCode, "exit-code", false, "exit 1 when a revert clobbers at least one owned path (2 stays errors)")
+	completeValues(cmd, "format", "text", "json")
 	return cmd
 }
 
-func isTerminal(w any) bool {
-	f, ok := w.(*os.File)
-	return ok && isatty.IsTerminal(f.Fd())
-}
+// isTerminal reports whether output to w may be coloured (see
+// progress.Interactive: NO_COLOR and TERM=dumb turn colour off).
+func isTerminal(w io.Writer) bool { return progress.Interactive(w) }
 
 func newPlanCommand() *cobra.Command {
 	var f diffFlags
 	var out string
 	cmd := &cobra.Command{
-		Use:   "plan --base IMAGE --image IMAGE [-f MC...] -o FILE",
-		Short: "Write the revert plan: the paths a node must rewrite after reverting to the base",
-		Args:  cobra.NoArgs,
+		Use:     "plan --base IMAGE --image IMAGE [-f MC...] -o FILE",
+		Short:   "Write the revert plan: the paths a node must rewrite after reverting to the base",
+		Example: `  mcbake plan --base oci:rhcos:4.18 --image oci:layered:latest -o plan.json`,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			r, err := f.report(cmd)
 			if err != nil {

@@ -16,6 +16,8 @@ func newManifestCommand() *cobra.Command {
 		Long: `Manifest reads /usr/share/mcbake/manifest.json from the image's top layer
 (streaming only that layer, and only until the file is found), checks it
 against the io.mcbake.manifest.digest label and prints it.`,
+		Example: `  mcbake manifest oci:layered:latest
+  mcbake manifest --summary docker://quay.io/org/worker:4.18 --authfile auth.json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, raw, err := readEmbedded(cmd, &img, args[0])

@@ -23,6 +23,8 @@ would write on a node to DIR/rootfs, and the ownership manifest to
 DIR/manifest.json. --root is a directory where owner names resolve
 (etc/passwd, usr/lib/passwd), presets and base unit files are read, and
 parent symlinks are followed.`,
+		Example: `  mcbake render -f worker.yaml -o out/
+  mcbake render -f worker.yaml -f 99-extra.yaml -o out/ --root /srv/rhcos-rootfs`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			var r render.Root

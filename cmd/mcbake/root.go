@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mcbake/mcbake/cmd/internal/cli"
+	"github.com/mcbake/mcbake/image"
 
 	"github.com/spf13/cobra"
 )
@@ -25,9 +26,33 @@ func newRootCommand() *cobra.Command {
 			return setupLogging(logLevel)
 		},
 	}
-	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn or error (logs go to stderr)")
+	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn or error (logs go to stderr; debug includes containers/image's registry requests)")
+	_ = root.RegisterFlagCompletionFunc("log-level", cobra.FixedCompletions([]string{"debug", "info", "warn", "error"}, cobra.ShellCompDirectiveNoFileComp))
 	root.AddCommand(newVersionCommand(), newRenderCommand(), newBuildCommand(), newManifestCommand(), newDiffCommand(), newPlanCommand(), cli.RewriteCommand(), cli.OnDiskCommand(), cli.NodeCommand(), newVerifyCommand())
+	root.AddCommand(newManCommand(root))
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			addCompletionExamples(c)
+		}
+	}
 	return root
+}
+
+// completionExamples are the Example sections of cobra's completion
+// commands, which have none of their own.
+var completionExamples = map[string]string{
+	"bash":       `  source <(mcbake completion bash)`,
+	"zsh":        `  mcbake completion zsh > "${fpath[1]}/_mcbake"`,
+	"fish":       `  mcbake completion fish > ~/.config/fish/completions/mcbake.fish`,
+	"powershell": `  mcbake completion powershell | Out-String | Invoke-Expression`,
+}
+
+func addCompletionExamples(c *cobra.Command) {
+	c.Example = completionExamples["bash"] + "\n" + completionExamples["zsh"] + "\n" + completionExamples["fish"]
+	for _, sub := range c.Commands() {
+		sub.Example = completionExamples[sub.Name()]
+	}
 }
 
 func setupLogging(level string) error {
@@ -36,14 +61,16 @@ func setupLogging(level string) error {
 		return fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})))
+	image.SetLog(os.Stderr, l)
 	return nil
 }
 
 func newVersionCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "version",
-		Short: "Print mcbake's version",
-		Args:  cobra.NoArgs,
+		Use:     "version",
+		Short:   "Print mcbake's version",
+		Example: `  mcbake version`,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, err := fmt.Fprintf(cmd.OutOrStdout(), "mcbake %s\n", version)
 			return err

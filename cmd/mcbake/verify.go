@@ -35,6 +35,10 @@ is the file of the one --format given without one. Default: text to stdout.
 Exit codes: 0 no finding at or above --fail-on (error, warning, info or never;
 default error); 1 findings at or above it; 2 usage or input error (bad flags,
 unreadable file, invalid image).`,
+		Example: `  mcbake verify -f worker.yaml
+  mcbake verify -f worker.yaml --base oci:rhcos:4.18 --image oci:layered:latest \
+    --format text --format junit=junit.xml --format sarif=mcbake.sarif --fail-on warning
+  mcbake verify --list-rules`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if listRules {
@@ -89,7 +93,19 @@ unreadable file, invalid image).`,
 	fl.BoolVar(&opts.StrictRevert, "strict-revert", false, "report revert clobbers as a warning instead of info")
 	fl.BoolVar(&listRules, "list-rules", false, "print the rules and exit")
 	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress output")
+	completeValues(cmd, "format", verify.FormatText, "json", "junit", "sarif", "junit=", "sarif=", "json=")
+	completeValues(cmd, "fail-on", "error", "warning", "info", "never")
+	_ = cmd.RegisterFlagCompletionFunc("disable", completeRules)
 	return cmd
+}
+
+// completeRules completes --disable to the rule IDs, with their summary.
+func completeRules(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	var out []cobra.Completion
+	for _, r := range verify.Rules() {
+		out = append(out, cobra.CompletionWithDesc(r.ID, r.Summary))
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
 }
 
 // writeReports writes each report to its file (atomically) or stdout;

@@ -83,6 +83,7 @@ func TestTaskChainsResults(t *testing.T) {
 		{"build", `mcbake build [^\n]*-o "docker://\$IMAGE"`},
 		{"build", `--digestfile "\$\(results\.IMAGE_DIGEST\.path\)"`},
 		{"build", `> "\$\(results\.IMAGE_URL\.path\)"`},
+		{"build", `"\$DOCKERCONFIG_PATH/\.dockerconfigjson"`}, // what a kubernetes.io/dockerconfigjson Secret mounts
 		{"verify-machineconfigs", `mcbake verify [^\n]*--base "docker://\$BASE_IMAGE"`},
 		{"verify-machineconfigs", `--format "sarif=\$SARIF_FILE"`},
 		{"verify-image", `< "\$\(results\.IMAGE_DIGEST\.path\)"`},
@@ -155,6 +156,9 @@ func TestWorkflow(t *testing.T) {
 		if w != upload {
 			t.Errorf("a verify step writes %s, the upload reads %q", w, upload)
 		}
+	}
+	if !strings.Contains(string(b), "${GITHUB_REPOSITORY,,}") {
+		t.Error("the image name is not lowercased: GHCR refuses OWNER/REPO with capitals")
 	}
 	if !strings.Contains(build, "--digestfile digest.txt") || !strings.Contains(verifyImage, "@$(cat digest.txt)") {
 		t.Errorf("the image verified is not the one built, by digest:\nbuild: %s\nverify: %s", build, verifyImage)

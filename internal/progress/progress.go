@@ -1,7 +1,7 @@
 // Package progress reports long-running work on stderr: progress bars
 // (github.com/vbauerster/mpb, as the containers tools use) when the writer
-// is a terminal, plain lines otherwise. A nil *Reporter reports nothing,
-// which is what --quiet gives.
+// is a terminal (see Interactive), plain lines otherwise. A nil *Reporter
+// reports nothing, which is what --quiet gives.
 package progress
 
 import (
@@ -31,10 +31,21 @@ func New(w io.Writer, quiet bool) *Reporter {
 		return nil
 	}
 	r := &Reporter{w: w, bars: map[string]*mpb.Bar{}, quarter: map[string]int64{}}
-	if f, ok := w.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+	if Interactive(w) {
 		r.p = mpb.New(mpb.WithOutput(w), mpb.WithWidth(40))
 	}
 	return r
+}
+
+// Interactive reports whether w is a terminal that takes colour and
+// progress bars: a terminal, unless NO_COLOR is set to anything
+// (no-color.org) or TERM is dumb.
+func Interactive(w io.Writer) bool {
+	if os.Getenv("NO_COLOR") != "" || os.Getenv("TERM") == "dumb" {
+		return false
+	}
+	f, ok := w.(*os.File)
+	return ok && isatty.IsTerminal(f.Fd())
 }
 
 // Update reports that n of total bytes of the named item are done.
@@ -92,6 +103,9 @@ func (r *Reporter) Wait() {
 	r.mu.Unlock()
 	r.p.Wait()
 }
+
+// Bytes formats n bytes for people: 512 B, 1.5 KiB, 3.2 GiB.
+func Bytes(n int64) string { return size(n) }
 
 func size(n int64) string {
 	const unit = 1024

@@ -63,6 +63,11 @@ func Execute(ctx context.Context, cmd *cobra.Command, args []string, stdin io.Re
 	return code
 }
 
+// CompleteFormat makes --format complete to text and json.
+func CompleteFormat(cmd *cobra.Command) {
+	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
+}
+
 // AddMachineConfigFlag adds the required, repeatable -f/--machineconfig,
 // and --pool (read by Pool and LoadMachineConfigs).
 func AddMachineConfigFlag(cmd *cobra.Command, files *[]string) {

@@ -24,6 +24,8 @@ func NodeCommand() *cobra.Command {
 base: prepare-revert after the rebase is staged and before the reboot, finalized
 at shutdown after ostree-finalize-staged.service (the safety net), check on the
 first boot of the base. See docs/node.md.`,
+		Example: `  mcbake node prepare-revert -f machineconfigs/ --dry-run
+  mcbake node check --format json`,
 	}
 	cmd.AddCommand(PrepareRevertCommand(), FinalizedCommand(), CheckCommand())
 	return cmd
@@ -155,6 +157,8 @@ prepare-revert stored; with --repair it writes every owned path still wrong,
 e.g. after something staged again after prepare-revert. One line per path. It
 does nothing when no revert was prepared from the booted deployment. Exit 1
 when paths are wrong and --repair is not given.`,
+		Example: `  mcbake-node finalized            # report what finalization left wrong
+  mcbake-node finalized --repair   # and write it (the shutdown unit does this)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkFormat(format); err != nil {
@@ -207,6 +211,8 @@ func CheckCommand() *cobra.Command {
 stored MachineConfigs as ondisk does, writes the report next to the record
 under /var/lib/mcbake/revert and retires the record, so it runs once. It only
 reads and reports. Exit 1 when paths are wrong.`,
+		Example: `  mcbake-node check
+  mcbake-node check --format json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkFormat(format); err != nil {
@@ -236,5 +242,6 @@ reads and reports. Exit 1 when paths are wrong.`,
 	}
 	cmd.Flags().StringVar(&sysroot, "sysroot", "/", "the ostree sysroot (/ on a booted node)")
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
+	CompleteFormat(cmd)
 	return cmd
 }

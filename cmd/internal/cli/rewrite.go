@@ -46,6 +46,8 @@ plan entry must match them (type, mode, owners, digest or target), otherwise
 nothing is written. Writes are atomic (temporary file, fsync, rename, fsync of
 the directory); no path component is followed outside DIR (openat2 with
 RESOLVE_IN_ROOT). A second run writes nothing.`,
+		Example: `  mcbake plan --base oci:rhcos:4.18 --image oci:layered:latest -o plan.json
+  mcbake rewrite --plan plan.json -f worker.yaml --root /sysroot/ostree/deploy/rhcos/deploy/NEW --dry-run`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			p, err := revert.ReadPlan(planFile)
@@ -111,6 +113,8 @@ and what it misses: file content, mode and owner; unit files, drop-ins, masks
 and enablement symlinks (including units without contents, and links a
 disabled unit must not have); core's SSH keys. Exit 0 when DIR matches, 1 with
 every mismatch listed.`,
+		Example: `  mcbake ondisk -f worker.yaml --root /
+  mcbake ondisk -f machineconfigs/ --root /mnt/node --format json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if format != "text" && format != "json" {
@@ -138,6 +142,7 @@ every mismatch listed.`,
 	AddMachineConfigFlag(cmd, &files)
 	cmd.Flags().StringVar(&dir, "root", "", "the node's root directory")
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
+	CompleteFormat(cmd)
 	_ = cmd.MarkFlagRequired("root")
 	return cmd
 }

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+)
+
+// TestEveryCommandHasAnExample: --help of every command (and so its man
+// page) has an Example section.
+func TestEveryCommandHasAnExample(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Name() != "help" && c.Example == "" {
+			t.Errorf("%q has no Example", c.CommandPath())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	for _, c := range newRootCommand().Commands() {
+		walk(c)
+	}
+}
+
+// TestManPages: `mcbake man DIR` (make man) writes a page for every
+// command, each with its examples, and the same pages on a second run.
+func TestManPages(t *testing.T) {
+	e := newEnv(t)
+	dir := filepath.Join(e.dir, "man")
+	if code, _, stderr := e.run("man", dir); code != 0 {
+		t.Fatalf("man: exit %d\n%s", code, stderr)
+	}
+	for _, page := range []string{"mcbake.1", "mcbake-build.1", "mcbake-diff.1", "mcbake-verify.1", "mcbake-node-prepare-revert.1", "mcbake-completion-bash.1"} {
+		b, err := os.ReadFile(filepath.Join(dir, page))
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if page != "mcbake.1" && !strings.Contains(string(b), ".SH EXAMPLE") {
+			t.Errorf("%s has no EXAMPLE section", page)
+		}
+	}
+	first, _ := os.ReadFile(filepath.Join(dir, "mcbake-build.1"))
+	if code, _, _ := e.run("man", dir); code != 0 {
+		t.Fatal("second man run failed")
+	}
+	if again, _ := os.ReadFile(filepath.Join(dir, "mcbake-build.1")); string(again) != string(first) {
+		t.Errorf("man pages differ between two runs")
+	}
+}
+
+// TestFlagValueCompletion asks cobra's completion (what `--format <TAB>`
+// runs) for flag values.
+func TestFlagValueCompletion(t *testing.T) {
+	e := newEnv(t)
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"diff", "--format", ""}, []string{"text", "json"}},
+		{[]string{"verify", "--format", ""}, []string{"text", "json", "junit", "sarif"}},
+		{[]string{"verify", "--fail-on", ""}, []string{"error", "warning", "info", "never"}},
+		{[]string{"verify", "--disable", ""}, []string{"MCB001"}},
+		{[]string{"build", "--compression", ""}, []string{"gzip", "zstd"}},
+		{[]string{"build", "--engine", ""}, []string{"append", "buildah"}},
+		{[]string{"build", "--platform", ""}, []string{"linux/amd64", "all"}},
+		{[]string{"ondisk", "--format", ""}, []string{"text", "json"}},
+		{[]string{"version", "--log-level", ""}, []string{"debug", "warn"}},
+	}
+	for _, tt := range tests {
+		code, stdout, stderr := e.run(append([]string{"__complete"}, tt.args...)...)
+		if code != 0 {
+			t.Errorf("__complete %v: exit %d\n%s", tt.args, code, stderr)
+			continue
+		}
+		got := map[string]bool{}
+		for _, line := range strings.Split(stdout, "\n") {
+			got[strings.SplitN(line, "\t", 2)[0]] = true
+		}
+		for _, w := range tt.want {
+			if !got[w] {
+				t.Errorf("__complete %v = %q, want %q among them", tt.args, stdout, w)
+			}
+		}
+	}
+}
+
+// TestDiffExitCode: with --exit-code, diff exits 1 when a revert clobbers
+// something, 0 when it clobbers nothing, 2 on an error (diffoci's
+// convention).
+func TestDiffExitCode(t *testing.T) {
+	e := newEnv(t)
+	clobbers := "oci:" + filepath.Join(e.dir, "clobbers") + ":latest"
+	harmless := "oci:" + filepath.Join(e.dir, "harmless") + ":latest"
+	e.mustBuild(t, e.base, clobbers, workerMC)
+	e.mustBuild(t, e.base, harmless, "testdata/var-only.yaml")
+	for _, tt := range []struct {
+		image string
+		want  int
+	}{
+		{clobbers, exitFindings},
+		{harmless, exitOK},
+		{"oci:" + filepath.Join(e.dir, "missing") + ":latest", exitInput},
+	} {
+		args := append([]string{"diff", "--quiet", "--exit-code", "--base", e.base, "--image", tt.image}, e.imageArgs()...)
+		if code, stdout, stderr := e.run(args...); code != tt.want {
+			t.Errorf("diff --exit-code --image %s: exit %d, want %d\n%s%s", tt.image, code, tt.want, stdout, stderr)
+		}
+	}
+	args := append([]string{"diff", "--quiet", "--base", e.base, "--image", clobbers}, e.imageArgs()...)
+	if code, _, _ := e.run(args...); code != exitOK {
+		t.Errorf("diff without --exit-code: exit %d, want 0", code)
+	}
+}

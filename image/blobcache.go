@@ -1,0 +1,82 @@
+package image
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"strings"
+
+	"github.com/containers/image/v5/docker"
+	"github.com/containers/image/v5/docker/reference"
+	"github.com/containers/image/v5/pkg/blobinfocache"
+	"github.com/containers/image/v5/pkg/compression"
+	"github.com/containers/image/v5/types"
+	digest "github.com/opencontainers/go-digest"
+)
+
+// recordLocations tells the blob-info cache where a docker:// image's
+// layers live and how they are compressed (docs/design.md, Registries:
+// push only what is new). containers/image mounts a blob from another
+// repository of the destination's registry only when its cache knows both;
+// it learns them when it downloads a blob, which an append never does for
+// base layers, so without this a build with an empty cache (every CI
+// runner's) would upload the whole base again.
+func (im *Image) recordLocations(sys *types.SystemContext) {
+	named := im.src.Reference().DockerReference()
+	if named == nil {
+		return
+	}
+	cache := blobinfocache.DefaultCache(sys)
+	if c, ok := cache.(interface{ Open() }); ok {
+		c.Open()
+	}
+	if c, ok := cache.(interface{ Close() }); ok {
+		defer c.Close()
+	}
+	scope := types.BICTransportScope{Opaque: reference.Domain(named)}
+	loc := types.BICLocationReference{Opaque: named.Name()}
+	for _, l := range im.layers {
+		cache.RecordKnownLocation(docker.Transport, scope, l.Digest, loc)
+		cache.RecordDigestUncompressedPair(l.Digest, l.DiffID)
+		if err := recordCompressor(cache, l.Digest, compressorName(l.MediaType)); err != nil {
+			slog.Debug("blob-info cache: not recording the compression of a base layer; it will be uploaded, not mounted",
+				"layer", l.Digest, "error", err)
+		}
+	}
+}
+
+// compressorName is the cache's name for a layer media type's compression.
+func compressorName(mediaType string) string {
+	switch {
+	case strings.HasSuffix(mediaType, "+gzip"):
+		return compression.Gzip.Name()
+	case strings.HasSuffix(mediaType, "+zstd"):
+		return compression.Zstd.Name()
+	}
+	return "uncompressed" // containers/image's internal blobinfocache.Uncompressed
+}
+
+// recordCompressor calls the cache's RecordDigestCompressorData, which
+// every cache containers/image makes has but whose argument type is
+// internal to containers/image: it is built by reflection, field by field.
+// TestColdBuildMountsBaseLayers fails if this stops working.
+func recordCompressor(cache types.BlobInfoCache, d digest.Digest, name string) error {
+	m := reflect.ValueOf(cache).MethodByName("RecordDigestCompressorData")
+	if !m.IsValid() || m.Type().NumIn() != 2 || m.Type().In(1).Kind() != reflect.Struct {
+		return errors.New("the cache has no RecordDigestCompressorData(digest, data)")
+	}
+	data := reflect.New(m.Type().In(1)).Elem()
+	for field, v := range map[string]string{
+		"BaseVariantCompressor":     name,
+		"SpecificVariantCompressor": "unknown", // internal blobinfocache.UnknownCompression: the base variant itself
+	} {
+		f := data.FieldByName(field)
+		if !f.IsValid() || f.Kind() != reflect.String || !f.CanSet() {
+			return fmt.Errorf("the cache's compressor data has no string field %s", field)
+		}
+		f.SetString(v)
+	}
+	m.Call([]reflect.Value{reflect.ValueOf(d), data})
+	return nil
+}
