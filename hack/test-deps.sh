@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests use (real ostree, skopeo, umoci,
-# buildah, crun; qemu, mmdebstrap and e2fsprogs for internal/ostreevm) when
+# buildah, crun; systemd's systemctl for render's systemd differential tests;
+# qemu, mmdebstrap and e2fsprogs for internal/ostreevm) when
 # they are missing. Needs root for apt-get; otherwise it
 # only says what is missing, and the tests that need them skip.
 set -euo pipefail
 need=()
-for pair in ostree:ostree skopeo:skopeo umoci:umoci buildah:buildah crun:crun \
+for pair in ostree:ostree skopeo:skopeo umoci:umoci buildah:buildah crun:crun systemctl:systemd \
     qemu-system-x86_64:qemu-system-x86 mmdebstrap:mmdebstrap debugfs:e2fsprogs; do
   cmd=${pair%%:*} pkg=${pair##*:}
   command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")

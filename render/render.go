@@ -68,17 +68,11 @@ func Render(m *machineconfig.Merged, root Root) (*Result, error) {
 		root = emptyRoot{}
 	}
 	r := &renderer{m: m, root: root, hasRoot: hasRoot,
-		mcUnits: map[string]machineconfig.Unit{}, also: map[string][]string{}, index: map[string]int{},
+		index:   map[string]int{},
 		storage: map[string]machineconfig.Source{}}
 	var err error
 	if r.owners, err = newOwners(root); err != nil {
 		return nil, err
-	}
-	if r.presets, err = loadPresets(root); err != nil {
-		return nil, err
-	}
-	for _, u := range m.Units {
-		r.mcUnits[u.Name] = u
 	}
 	r.files()
 	r.directories()
@@ -101,9 +95,6 @@ type renderer struct {
 	root       Root
 	hasRoot    bool // a root was given: presets decide units without enabled
 	owners     *owners
-	presets    *presets
-	mcUnits    map[string]machineconfig.Unit
-	also       map[string][]string
 	entries    []Entry
 	index      map[string]int // path -> position in entries
 	storage    map[string]machineconfig.Source

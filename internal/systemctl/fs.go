@@ -464,6 +464,7 @@ type Change struct {
 	Node    Node   // Kind Missing: the path is gone
 	Content []byte // File
 	InBase  bool   // the base has the path
+	BaseDir bool   // the base has a directory there
 	Tag     any
 }
 
@@ -479,8 +480,9 @@ func (f *FS) Changes() []Change {
 				c.Content, _ = f.ReadFile(p, true)
 			}
 		}
-		_, inBase, err := f.base.Lstat(p)
+		b, inBase, err := f.base.Lstat(p)
 		c.InBase = inBase && err == nil
+		c.BaseDir = c.InBase && b.Kind == Dir
 		out = append(out, c)
 	}
 	return out
