@@ -543,3 +543,96 @@ func TestSystemdRefusals(t *testing.T) {
 		},
 	}})
 }
+
+// TestSystemdCorners: linked unit files, other unit types, Also= cycles,
+// escaped names, masked and empty files, enabling by an alias's name.
+func TestSystemdCorners(t *testing.T) {
+	runCases(t, []sdCase{{
+		name:  "a unit file linked from outside the search path",
+		base:  map[string]string{"opt/lnk.service": svc("WantedBy=multi-user.target"), etc + "lnk.service": "-> /opt/lnk.service"},
+		units: []types.Unit{unit("lnk.service", on, "")},
+		want:  "ok",
+		check: func(t *testing.T, tree map[string]sdNode) {
+			has(t, tree, "/multi-user.target.wants/lnk.service", "/opt/lnk.service")
+		},
+	}, {
+		name:  "enabling by the name of an alias in /etc is refused",
+		base:  map[string]string{usrlib + "real.service": svc("WantedBy=multi-user.target"), etc + "nick.service": "-> /usr/lib/systemd/system/real.service"},
+		units: []types.Unit{unit("nick.service", on, "")},
+		want:  "refused", wantErr: "refusing to operate on linked unit file nick.service",
+	}, {
+		name:  "disabling by an alias's name",
+		base:  map[string]string{usrlib + "real2.service": svc("WantedBy=multi-user.target"), etc + "nick2.service": "-> /usr/lib/systemd/system/real2.service", etc + "multi-user.target.wants/real2.service": "-> /usr/lib/systemd/system/real2.service"},
+		units: []types.Unit{unit("nick2.service", off, "")},
+		want:  "ok",
+	}, {
+		name:  "contents for a name the base has as an alias",
+		base:  map[string]string{usrlib + "real3.service": svc("WantedBy=multi-user.target"), etc + "nick3.service": "-> /usr/lib/systemd/system/real3.service", etc + "multi-user.target.wants/real3.service": "-> /usr/lib/systemd/system/real3.service"},
+		units: []types.Unit{unit("nick3.service", on, svc("WantedBy=x.target"))},
+		want:  "ok",
+	}, {
+		name:  "a socket and a timer",
+		units: []types.Unit{unit("sock.socket", on, "[Socket]\nListenStream=/run/x.sock\n[Install]\nWantedBy=sockets.target\nAlias=sock2.socket\nAlso=tm.timer\n"), unit("tm.timer", nil, "[Timer]\nOnCalendar=daily\n[Install]\nWantedBy=timers.target\n")},
+		want:  "ok",
+	}, {
+		name:  "Alias= on a mount unit is ignored",
+		units: []types.Unit{unit("var-x.mount", on, "[Mount]\nWhat=/dev/x\nWhere=/var/x\n[Install]\nWantedBy=local-fs.target\nAlias=other.mount\n")},
+		want:  "ok",
+	}, {
+		name:  "an Also= cycle",
+		units: []types.Unit{unit("cy1.service", on, svc("WantedBy=multi-user.target", "Also=cy2.service")), unit("cy2.service", nil, svc("WantedBy=x.target", "Also=cy1.service"))},
+		want:  "ok",
+	}, {
+		name:  "an escaped unit name",
+		units: []types.Unit{unit(`dev-disk-by\x2dlabel-x.swap`, on, "[Swap]\nWhat=/dev/disk/by-label/x\n[Install]\nWantedBy=swap.target\n")},
+		want:  "ok",
+	}, {
+		name:  "an empty unit file in the base masks it",
+		base:  map[string]string{usrlib + "empty.service": ""},
+		units: []types.Unit{unit("empty.service", on, "")},
+		want:  "refused",
+	}, {
+		name:  "a drop-in linked to /dev/null is ignored",
+		base:  map[string]string{usrlib + "dn.service": svc("WantedBy=multi-user.target"), usrlib + "dn.service.d/x.conf": "[Install]\nWantedBy=x.target\n", etc + "dn.service.d/x.conf": "-> /dev/null"},
+		units: []types.Unit{unit("dn.service", on, "")},
+		want:  "ok",
+		check: func(t *testing.T, tree map[string]sdNode) { lacks(t, tree, "/x.target.wants/dn.service") },
+	}, {
+		name:  "the default instance is masked",
+		base:  map[string]string{etc + "mi@def.service": "-> /dev/null"},
+		units: []types.Unit{unit("mi@.service", on, svc("DefaultInstance=def", "WantedBy=multi-user.target"))},
+		want:  "refused",
+	}, {
+		name:  "disabling a template removes its instances' links",
+		base:  map[string]string{usrlib + "ti@.service": svc("WantedBy=multi-user.target"), etc + "multi-user.target.wants/ti@a.service": "-> /usr/lib/systemd/system/ti@.service", etc + "x.target.wants/ti@b.service": "-> /usr/lib/systemd/system/ti@.service"},
+		units: []types.Unit{unit("ti@.service", off, "")},
+		want:  "ok",
+		check: func(t *testing.T, tree map[string]sdNode) {
+			lacks(t, tree, "/multi-user.target.wants/ti@a.service")
+			lacks(t, tree, "/x.target.wants/ti@b.service")
+		},
+	}, {
+		name:  "a preset of an alias's name does nothing",
+		base:  map[string]string{usrlib + "real4.service": svc("WantedBy=multi-user.target"), etc + "nick4.service": "-> /usr/lib/systemd/system/real4.service"},
+		units: []types.Unit{unit("nick4.service", nil, "", dropin("x.conf", "[Service]\n"))},
+		want:  "ok",
+	}, {
+		name:  "RequiredBy= links and the legacy Alias= form",
+		units: []types.Unit{unit("rq.service", on, svc("RequiredBy=a.target", "Alias=b.target.wants/rq.service"))},
+		want:  "ok",
+	}, {
+		name:  "enabled: false on a template with DefaultInstance=",
+		base:  map[string]string{usrlib + "dfl@.service": svc("DefaultInstance=one", "WantedBy=multi-user.target"), etc + "multi-user.target.wants/dfl@one.service": "-> /usr/lib/systemd/system/dfl@.service"},
+		units: []types.Unit{unit("dfl@.service", off, "")},
+		want:  "ok",
+	}, {
+		name:  "a storage file at the enablement link path",
+		files: map[string]string{"/etc/systemd/system/multi-user.target.wants/sfl.service": "x"},
+		units: []types.Unit{unit("sfl.service", on, svc("WantedBy=multi-user.target"))},
+		want:  "refused",
+	}, {
+		name:  "CRLF line ends and a BOM",
+		units: []types.Unit{unit("crlf.service", on, "\ufeff[Service]\r\nExecStart=/bin/true\r\n[Install]\r\nWantedBy=multi-user.target\r\n")},
+		want:  "ok",
+	}})
+}
