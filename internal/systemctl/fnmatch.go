@@ -7,28 +7,46 @@ import "strings"
 // '.' included; brackets take '!' or '^' for negation, ranges and POSIX
 // classes; an unterminated bracket is a literal '['.
 func fnmatch(pattern, name string) bool {
-	if pattern == "" {
-		return name == ""
-	}
-	switch c := pattern[0]; c {
-	case '*':
-		for i := 0; i <= len(name); i++ {
-			if fnmatch(pattern[1:], name[i:]) {
-				return true
+	// Greedy matching with one backtrack point, the last '*': linear in
+	// practice, and never exponential.
+	p, n := 0, 0
+	star, mark := -1, 0
+	for n < len(name) {
+		if p < len(pattern) {
+			switch c := pattern[p]; c {
+			case '*':
+				star, mark = p, n
+				p++
+				continue
+			case '?':
+				p, n = p+1, n+1
+				continue
+			case '[':
+				if ok, l, valid := matchBracket(pattern[p:], name[n]); valid {
+					if ok {
+						p, n = p+l, n+1
+						continue
+					}
+					break
+				}
+				fallthrough
+			default:
+				if c == name[n] {
+					p, n = p+1, n+1
+					continue
+				}
 			}
 		}
-		return false
-	case '?':
-		return name != "" && fnmatch(pattern[1:], name[1:])
-	case '[':
-		if name == "" {
+		if star < 0 {
 			return false
 		}
-		if ok, n, valid := matchBracket(pattern, name[0]); valid {
-			return ok && fnmatch(pattern[n:], name[1:])
-		}
+		mark++
+		p, n = star+1, mark
 	}
-	return name != "" && name[0] == pattern[0] && fnmatch(pattern[1:], name[1:])
+	for p < len(pattern) && pattern[p] == '*' {
+		p++
+	}
+	return p == len(pattern)
 }
 
 var classes = map[string]func(byte) bool{
