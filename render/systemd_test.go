@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -23,7 +22,7 @@ import (
 
 // The systemd differential tests (docs/design.md, "What the
 // machine-config-daemon writes") render MachineConfigs against a base tree
-// and replay the MCD on a copy of the same tree with the real systemctl
+// and replay the MCD on another copy of the same tree with the real systemctl
 // --root (internal/systemdtest); every path under /etc/systemd/system
 // must end the same (type, mode, symlink target, content), and where the
 // replay fails the rendering must refuse.
@@ -162,13 +161,15 @@ func runCase(t *testing.T, rp *systemdtest.Replayer, c sdCase) (mcbake, mcd sdOu
 		t.Fatal(err)
 	}
 	if mcbake.err == nil {
-		a := copyTree(t, base, filepath.Join(dir, "mcbake"))
+		a := filepath.Join(dir, "mcbake")
+		writeSpec(t, a, c.base)
 		applyEntries(t, a, res.Entries)
 		mcbake.tree = snapshot(t, a)
 	}
 
 	// The MCD: the replay with the real systemctl on another copy.
-	b := copyTree(t, base, filepath.Join(dir, "mcd"))
+	b := filepath.Join(dir, "mcd")
+	writeSpec(t, b, c.base)
 	var files []systemdtest.File
 	for _, p := range sortedKeys(c.files) {
 		files = append(files, systemdtest.File{Path: p, Content: []byte(c.files[p]), Mode: 0o644})
@@ -250,14 +251,6 @@ func emptyDir(tree map[string]sdNode, dir string) bool {
 		}
 	}
 	return true
-}
-
-func copyTree(t testing.TB, from, to string) string {
-	t.Helper()
-	if out, err := exec.Command("cp", "-a", from, to).CombinedOutput(); err != nil {
-		t.Fatalf("cp -a %s %s: %v\n%s", from, to, err, out)
-	}
-	return to
 }
 
 // applyEntries applies a rendering to the tree at dir as its layer would:

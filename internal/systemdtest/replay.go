@@ -58,9 +58,16 @@ func (rp *Replayer) Replay(root string, files []File, units []types.Unit) error 
 			return fmt.Errorf("writing file %s: %w", f.Path, err)
 		}
 	}
-	listed, err := rp.listUnitFiles(root)
-	if err != nil {
-		return err
+	var listed map[string]bool
+	for _, u := range units {
+		if u.Enabled != nil && !hasContent(u.Contents) {
+			// Listed once, before any unit is written, as the MCD does.
+			var err error
+			if listed, err = rp.listUnitFiles(root); err != nil {
+				return err
+			}
+			break
+		}
 	}
 	var enable, disable []string
 	for _, u := range units {
