@@ -1,9 +1,12 @@
 package render
 
 import (
+	"path/filepath"
 	"testing"
 
 	"github.com/coreos/ignition/v2/config/v3_5/types"
+
+	"github.com/mcbake/mcbake/machineconfig"
 )
 
 // TestSystemdSpecifiers: systemd 252 resolves %i %j %n %N %p, the
@@ -635,4 +638,23 @@ func TestSystemdCorners(t *testing.T) {
 		units: []types.Unit{unit("crlf.service", on, "\ufeff[Service]\r\nExecStart=/bin/true\r\n[Install]\r\nWantedBy=multi-user.target\r\n")},
 		want:  "ok",
 	}})
+}
+
+// TestSystemdFixtures: the eight reference MachineConfigs against an
+// RHCOS-like base whose unit files include those the MachineConfigs
+// enable, disable or extend without contents.
+func TestSystemdFixtures(t *testing.T) {
+	var cases []sdCase
+	for _, p := range fixtures(t) {
+		base := rhcosSpec()
+		for _, u := range machineconfig.Merge(loadFixture(t, p)).Units {
+			if !HasContent(u.Contents) {
+				base[usrlib+u.Name] = svc("WantedBy=multi-user.target")
+			}
+		}
+		base[etc+"multi-user.target.wants/kubelet-auto-node-size.service"] = "-> /usr/lib/systemd/system/kubelet-auto-node-size.service"
+		base[preset+"40-rhcos.preset"] = "enable *\n"
+		cases = append(cases, sdCase{name: filepath.Base(p), base: base, raw: p, want: "ok"})
+	}
+	runCases(t, cases)
 }

@@ -34,6 +34,8 @@ type sdCase struct {
 	base  map[string]string
 	units []types.Unit
 	files map[string]string // storage files: path -> content
+	// raw, when set, is a MachineConfig file to use instead.
+	raw string
 	// want is "ok" (both succeed), "refused" (the replay fails and
 	// mcbake refuses, with wantErr in its error) or "node" (mcbake
 	// refuses a specifier only the node knows).
@@ -118,6 +120,13 @@ func writeSpec(t testing.TB, dir string, spec map[string]string) {
 
 // sdDoc returns the case's MachineConfig.
 func (c sdCase) doc(t testing.TB) string {
+	if c.raw != "" {
+		b, err := os.ReadFile(c.raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
 	cfg := types.Config{Ignition: types.Ignition{Version: "3.5.0"}}
 	cfg.Systemd.Units = c.units
 	for _, p := range sortedKeys(c.files) {
@@ -145,6 +154,9 @@ func runCase(t *testing.T, rp *systemdtest.Replayer, c sdCase) (mcbake, mcd sdOu
 	base := filepath.Join(dir, "base")
 	writeSpec(t, base, c.base)
 	mcs, err := machineconfig.Parse("99-sd.json", []byte(c.doc(t)))
+	if c.raw != "" {
+		mcs, err = machineconfig.Load([]string{c.raw}, nil)
+	}
 	if err != nil {
 		t.Fatalf("Parse() = %v", err)
 	}
@@ -171,8 +183,19 @@ func runCase(t *testing.T, rp *systemdtest.Replayer, c sdCase) (mcbake, mcd sdOu
 	b := filepath.Join(dir, "mcd")
 	writeSpec(t, b, c.base)
 	var files []systemdtest.File
-	for _, p := range sortedKeys(c.files) {
-		files = append(files, systemdtest.File{Path: p, Content: []byte(c.files[p]), Mode: 0o644})
+	for _, f := range merged.Files {
+		if !strings.HasPrefix(f.Path, "/etc/") {
+			continue // only /etc (unit files, presets, os-release) matters to systemctl
+		}
+		content, err := decode(f.Contents)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mode := os.FileMode(0o644)
+		if f.Mode != nil {
+			mode = os.FileMode(*f.Mode)
+		}
+		files = append(files, systemdtest.File{Path: f.Path, Content: content, Mode: mode})
 	}
 	var units []types.Unit
 	for _, u := range merged.Units {

@@ -58,6 +58,7 @@ type FS struct {
 	base    Base
 	nodes   map[string]*node           // real path -> node; nil: absent
 	added   map[string]map[string]bool // real dir -> names made here
+	listed  map[string][]string        // real dir -> the base's names
 	touched map[string]any             // real path -> tag of its last change or claim
 	order   []string                   // touched paths, first touch first
 	tag     any
@@ -69,7 +70,7 @@ type FS struct {
 // called with a non-nil tag.
 func NewFS(base Base) *FS {
 	return &FS{base: base, nodes: map[string]*node{"/": {Node: Node{Kind: Dir}}},
-		added: map[string]map[string]bool{}, touched: map[string]any{}}
+		added: map[string]map[string]bool{}, listed: map[string][]string{}, touched: map[string]any{}}
 }
 
 // SetTag sets the tag later changes are recorded with; nil stops
@@ -266,9 +267,13 @@ func (f *FS) ReadDir(p string) ([]Dirent, int) {
 	}
 	names := map[string]bool{}
 	if !n.opaque {
-		base, err := f.base.ReadDir(real)
-		if err != nil && f.err == nil {
-			f.err = err
+		base, ok := f.listed[real]
+		if !ok {
+			var err error
+			if base, err = f.base.ReadDir(real); err != nil && f.err == nil {
+				f.err = err
+			}
+			f.listed[real] = base
 		}
 		for _, name := range base {
 			names[name] = true
