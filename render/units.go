@@ -176,7 +176,8 @@ func (r *renderer) seed(tree *systemctl.FS) {
 	tree.MkdirAll(UnitDir)
 }
 
-// writeUnit is the MCD's writeUnit (pkg/daemon/file_writers.go).
+// writeUnit is the MCD's writeUnit (docs/design.md, "What the
+// machine-config-daemon writes").
 func (r *renderer) writeUnit(tree *systemctl.FS, sc *systemctl.Systemctl, u machineconfig.Unit) {
 	for _, d := range u.Dropins {
 		r.writeDropin(tree, u, d)

@@ -4,8 +4,9 @@
 // changes on top), so that a rendering makes exactly the links systemd
 // would (docs/design.md, "What the machine-config-daemon writes").
 //
-// It is a port of systemd's src/shared/install.c and the helpers it uses
-// (unit names, specifiers, the [Install] parser, preset files), kept close
+// It is a port of systemd 252's unit installation code and the helpers it
+// uses (unit names, specifiers, the [Install] parser, preset files; each
+// Go function names the C function it ports), kept close
 // to the original: the same data structures (an install info per unit
 // name, an ordered context), the same order of operations, and systemd's
 // convention of negative errno return values, so that a change can be
