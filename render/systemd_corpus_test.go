@@ -55,7 +55,7 @@ var (
 	genPlain     = []string{"a.service", "b.service", "c.service", "d.service", "e.service"}
 	genTemplates = []string{"t@.service", "u@.service"}
 	genInstances = []string{"t@x.service", "t@y.service", "u@x.service"}
-	genTargets   = []string{"multi-user.target", "x.target", "y.target", "tt@.target", "tt@x.target"}
+	genTargets   = []string{"multi-user.target", "x.target", "y.target", "tt@.target", "tt@x.target", "sockets.target"}
 )
 
 // install returns a random [Install] section for the unit name.
@@ -106,6 +106,9 @@ func (g gen) install(name string) string {
 }
 
 func (g gen) unitFile(name string) string {
+	if strings.HasSuffix(name, ".socket") {
+		return "[Socket]\nListenStream=/run/" + name + "\n" + g.install(name)
+	}
 	return "[Unit]\nDescription=" + name + "\n[Service]\nExecStart=/bin/true\n" + g.install(name)
 }
 
@@ -146,8 +149,18 @@ func (g gen) base() map[string]string {
 		n := g.pick(append(append([]string{}, genPlain...), genTemplates...)...)
 		b[g.pick(etc, usrlib)+n+".d/10-base.conf"] = g.install(n)
 	}
+	if g.chance(0.1) {
+		b["opt/lnk.service"] = g.unitFile("lnk.service")
+		b[etc+"lnk.service"] = "-> /opt/lnk.service"
+	}
+	if g.chance(0.1) {
+		b[etc+"t@.service.d/20-tmpl.conf"] = g.install("t@.service")
+	}
 	if g.chance(0.7) {
 		b[preset+"80-gen.preset"] = g.presets()
+	}
+	if g.chance(0.05) {
+		b["etc/systemd/system-preset/80-gen.preset"] = "-> /dev/null"
 	}
 	if g.chance(0.2) {
 		b["etc/systemd/system-preset/"+g.pick("80-gen.preset", "10-etc.preset")] = g.presets()
@@ -173,8 +186,11 @@ func (g gen) units() ([]types.Unit, map[string]string) {
 	files := map[string]string{}
 	for range 1 + g.r.IntN(5) {
 		n := g.pick(pool...)
-		if g.chance(0.15) {
+		switch x := g.r.Float64(); {
+		case x < 0.15:
 			n = g.pick(genTemplates...) // presets may list its instances
+		case x < 0.22:
+			n = g.pick("al1.service", "al2.service", "lnk.service", "s.socket")
 		}
 		if seen[n] {
 			continue
