@@ -519,6 +519,10 @@ func TestSystemdRefusals(t *testing.T) {
 		units: []types.Unit{unit("fl.service", on, svc("WantedBy=multi-user.target"))},
 		want:  "refused",
 	}, {
+		name:  "a unit name systemctl does not know (Ignition accepts .snapshot)",
+		units: []types.Unit{unit("old.snapshot", on, "[Unit]\nDescription=x\n")},
+		want:  "refused", wantErr: `spec.config.systemd.units[old.snapshot].enabled: unit name "old.snapshot" is not one systemctl accepts`,
+	}, {
 		name:  "enabled: true on a unit no tree has is skipped by the MCD",
 		units: []types.Unit{unit("ghost.service", on, "")},
 		want:  "ok",
