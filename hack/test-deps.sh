@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests use (real ostree, skopeo, umoci,
-# buildah, crun; docker-registry for the registry tests; busybox-static for
-# `make image` (with ca-certificates); qemu, mmdebstrap and e2fsprogs for
+# buildah, crun; systemd's systemctl for render's systemd differential tests;
+# docker-registry for the registry tests; busybox-static for `make image`
+# (with ca-certificates); qemu, mmdebstrap and e2fsprogs for
 # internal/ostreevm; libblkid's headers for building ignition in
 # internal/ignitiontest) when they are missing. Needs root for apt-get;
 # otherwise it only says what is missing, and the tests that need them skip.
 set -euo pipefail
 need=()
-for pair in ostree:ostree skopeo:skopeo umoci:umoci buildah:buildah crun:crun \
+for pair in ostree:ostree skopeo:skopeo umoci:umoci buildah:buildah crun:crun systemctl:systemd \
     docker-registry:docker-registry /bin/busybox:busybox-static /etc/ssl/certs/ca-certificates.crt:ca-certificates \
     /usr/include/blkid/blkid.h:libblkid-dev \
     qemu-system-x86_64:qemu-system-x86 mmdebstrap:mmdebstrap debugfs:e2fsprogs; do

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/mcbake/mcbake/machineconfig"
@@ -91,40 +90,6 @@ func fixtureSeed(f *testing.F, name string) []byte {
 		f.Fatal(err)
 	}
 	return out
-}
-
-// FuzzPresets parses arbitrary preset files: never a panic, and every
-// rule has a pattern.
-func FuzzPresets(f *testing.F) {
-	f.Add([]byte("# c\nenable a.service\ndisable *\n"))
-	f.Add([]byte("enable foo@.service a b\nignore x.service\n; comment\n"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		for _, r := range parsePresetFile(data) {
-			if r.pattern == "" {
-				t.Fatalf("parsePresetFile(%q) gave a rule without a pattern", data)
-			}
-		}
-	})
-}
-
-// FuzzInstall parses arbitrary unit files' [Install] sections: never a
-// panic, and a section that parses yields names without whitespace.
-func FuzzInstall(f *testing.F) {
-	f.Add([]byte("[Unit]\nDescription=x\n[Install]\nWantedBy=multi-user.target\nAlso=b.service\n"))
-	f.Add([]byte("[Install]\nAlias=a.service b.service\nDefaultInstance=x\nRequiredBy=c.target\n"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		in, err := parseInstall(data)
-		if err != nil {
-			return
-		}
-		for _, names := range [][]string{in.wantedBy, in.requiredBy, in.alias, in.also} {
-			for _, n := range names {
-				if n == "" || strings.ContainsAny(n, " \t\n") {
-					t.Fatalf("parseInstall(%q) gave the name %q", data, n)
-				}
-			}
-		}
-	})
 }
 
 // FuzzResolve resolves arbitrary paths in a directory tree with symlinks

@@ -9,6 +9,7 @@ package render
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -77,17 +78,11 @@ func Render(m *machineconfig.Merged, root Root) (*Result, error) {
 		root = emptyRoot{}
 	}
 	r := &renderer{m: m, root: root, hasRoot: hasRoot,
-		mcUnits: map[string]machineconfig.Unit{}, also: map[string][]string{}, index: map[string]int{},
+		index:   map[string]int{},
 		storage: map[string]machineconfig.Source{}}
 	var err error
 	if r.owners, err = newOwners(root); err != nil {
 		return nil, err
-	}
-	if r.presets, err = loadPresets(root); err != nil {
-		return nil, err
-	}
-	for _, u := range m.Units {
-		r.mcUnits[u.Name] = u
 	}
 	r.files()
 	r.directories()
@@ -110,9 +105,6 @@ type renderer struct {
 	root       Root
 	hasRoot    bool // a root was given: presets decide units without enabled
 	owners     *owners
-	presets    *presets
-	mcUnits    map[string]machineconfig.Unit
-	also       map[string][]string
 	entries    []Entry
 	index      map[string]int // path -> position in entries
 	storage    map[string]machineconfig.Source
@@ -327,7 +319,7 @@ func gunzip(data []byte, limit int) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("invalid gzip content: %w", err)
 	}
-	out, err := io.ReadAll(io.LimitReader(zr, int64(limit)+1))
+	out, err := readAll(io.LimitReader(zr, int64(limit)+1), min(gzipSize(data), limit)+1)
 	if err != nil {
 		return nil, fmt.Errorf("invalid gzip content: %w", err)
 	}
@@ -338,6 +330,36 @@ func gunzip(data []byte, limit int) ([]byte, error) {
 		return nil, fmt.Errorf("gzip content expands past %d MiB", MaxContent>>20)
 	}
 	return out, nil
+}
+
+// gzipSize is the size a gzip stream says its (last member's) content
+// has, modulo 4 GiB (RFC 1952's ISIZE): a hint to size the buffer, never
+// trusted.
+func gzipSize(data []byte) int {
+	if len(data) < 18 {
+		return 0
+	}
+	return int(binary.LittleEndian.Uint32(data[len(data)-4:]))
+}
+
+// readAll is io.ReadAll into a buffer of capacity size first, so that
+// content of the expected size is read without regrowing (a 30 MiB file
+// would otherwise leave some 100 MiB of garbage behind).
+func readAll(r io.Reader, size int) ([]byte, error) {
+	b := make([]byte, 0, size)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
 }
 
 func verify(v types.Verification, data []byte) error {

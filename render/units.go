@@ -1,23 +1,21 @@
 package render
 
 import (
-	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"path"
 	"strings"
 
-	"github.com/coreos/go-systemd/v22/unit"
+	"github.com/coreos/ignition/v2/config/v3_5/types"
 
+	"github.com/mcbake/mcbake/internal/systemctl"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
 )
 
 // UnitDir is where the MCD writes units, drop-ins and enablement links.
-const UnitDir = "/etc/systemd/system"
-
-// unitSearchPath is where systemctl looks for unit files, in order.
-var unitSearchPath = []string{UnitDir, "/run/systemd/system", "/usr/local/lib/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system"}
+const UnitDir = systemctl.ConfigPath
 
 // Enablement values recorded in the manifest.
 const (
@@ -27,60 +25,9 @@ const (
 	Preset   = "preset"
 )
 
-// install is a unit's [Install] section.
-type install struct {
-	wantedBy, requiredBy, alias, also []string
-	defaultInstance                   string
-	present                           bool
-}
-
-func parseInstall(contents []byte) (install, error) {
-	opts, err := unit.DeserializeOptions(bytes.NewReader(contents))
-	if err != nil {
-		return install{}, err
-	}
-	var in install
-	for _, o := range opts {
-		if o.Section != "Install" {
-			continue
-		}
-		in.present = true
-		switch o.Name {
-		case "WantedBy":
-			in.wantedBy = append(in.wantedBy, strings.Fields(o.Value)...)
-		case "RequiredBy":
-			in.requiredBy = append(in.requiredBy, strings.Fields(o.Value)...)
-		case "Alias":
-			in.alias = append(in.alias, strings.Fields(o.Value)...)
-		case "Also":
-			in.also = append(in.also, strings.Fields(o.Value)...)
-		case "DefaultInstance":
-			in.defaultInstance = strings.TrimSpace(o.Value)
-		}
-	}
-	return in, nil
-}
-
-// templateOf returns "foo@.service" for "foo@bar.service" (and for
-// "foo@.service" itself); ok is false for non-template units.
-func templateOf(name string) (tmpl, instance string, ok bool) {
-	at := strings.Index(name, "@")
-	dot := strings.LastIndex(name, ".")
-	if at < 0 || dot < at {
-		return "", "", false
-	}
-	return name[:at+1] + name[dot:], name[at+1 : dot], true
-}
-
-// unitFile finds the file systemctl would use for name (see FindUnitFile);
-// a read error is recorded against src.
-func (r *renderer) unitFile(name string, units []machineconfig.Unit, src machineconfig.Source) (contents []byte, at string, ok bool) {
-	contents, at, ok, err := FindUnitFile(r.root, units, name)
-	if err != nil {
-		r.fail(src, "reading unit %s: %v", name, err)
-	}
-	return contents, at, ok
-}
+// HasContent reports whether a unit or drop-in has contents the MCD
+// writes: it skips nil and empty ones alike.
+func HasContent(c *string) bool { return c != nil && *c != "" }
 
 // FindUnitFile finds the file systemctl would use for the unit name: the
 // contents a MachineConfig unit gives (written to UnitDir) first, then the
@@ -101,7 +48,7 @@ func FindUnitFile(root Root, units []machineconfig.Unit, name string) (contents 
 		if root == nil {
 			continue
 		}
-		for _, dir := range unitSearchPath {
+		for _, dir := range systemctl.SearchPath {
 			p := path.Join(dir, n)
 			if e, ok, err := root.Lstat(p); err != nil {
 				return nil, p, false, err
@@ -120,201 +67,267 @@ func FindUnitFile(root Root, units []machineconfig.Unit, name string) (contents 
 	return nil, "", false, nil
 }
 
+// templateOf returns "foo@.service" for "foo@bar.service" (and for
+// "foo@.service" itself); ok is false for non-template units.
+func templateOf(name string) (tmpl, instance string, ok bool) {
+	at := strings.Index(name, "@")
+	dot := strings.LastIndex(name, ".")
+	if at < 0 || dot < at {
+		return "", "", false
+	}
+	return name[:at+1] + name[dot:], name[at+1 : dot], true
+}
+
 // Installs reports whether a unit file's [Install] section makes
-// `systemctl enable` do something. A file that does not parse counts as
-// installing (rendering reports its parse error).
+// `systemctl enable` do something (WantedBy=, RequiredBy=, Alias= or
+// Also=). A file that does not parse counts as installing (rendering
+// reports its parse error).
 func Installs(contents []byte) bool {
-	in, err := parseInstall(contents)
-	if err != nil {
-		return true
-	}
-	return len(in.wantedBy)+len(in.requiredBy)+len(in.alias)+len(in.also) > 0
+	ok, err := systemctl.HasInstall("unit.service", contents)
+	return ok || err != nil
 }
 
-// links returns the symlinks `systemctl enable name` creates, keyed by
-// link path, with the unit file they point to.
-func (r *renderer) installLinks(name string, src machineconfig.Source) (map[string]string, bool) {
-	contents, at, ok := r.unitFile(name, r.m.Units, src)
-	if !ok {
-		return nil, false
-	}
-	in, err := parseInstall(contents)
-	if err != nil {
-		r.fail(src, "parsing unit %s: %v", name, err)
-		return nil, false
-	}
-	r.also[name] = in.also
-	return installPaths(name, in, at), in.present
-}
-
-// linksOf returns the links the unit file contents (at path at) installs;
-// a file that does not parse installs none.
-func (r *renderer) linksOf(name string, contents []byte, at string) map[string]string {
-	in, err := parseInstall(contents)
-	if err != nil {
-		return nil
-	}
-	return installPaths(name, in, at)
-}
-
-// installPaths maps the link paths an [Install] section makes for name to
-// the unit file at.
-func installPaths(name string, in install, at string) map[string]string {
-	linkName := name
-	if tmpl, inst, isT := templateOf(name); isT && inst == "" {
-		if in.defaultInstance == "" {
-			return map[string]string{}
-		}
-		linkName = strings.TrimSuffix(tmpl, path.Ext(tmpl)) + in.defaultInstance + path.Ext(tmpl)
-	}
-	out := map[string]string{}
-	for _, t := range in.wantedBy {
-		out[path.Join(UnitDir, t+".wants", linkName)] = at
-	}
-	for _, t := range in.requiredBy {
-		out[path.Join(UnitDir, t+".requires", linkName)] = at
-	}
-	for _, a := range in.alias {
-		out[path.Join(UnitDir, a)] = at
-	}
-	return out
-}
-
+// units writes units, drop-ins and masks and runs systemctl as the MCD's
+// writeUnits does (docs/design.md, "What the machine-config-daemon
+// writes"): per unit, drop-ins, then the mask, or the disabling of an
+// enabled unit before its file is rewritten, or the unmask; then
+// `systemctl preset` for a unit without enabled; at the end one
+// `systemctl enable` of every unit with enabled: true and one `systemctl
+// disable` of every unit with enabled: false, each limited to units with
+// contents or a unit file the root lists. systemctl is the port of
+// systemd 252 in internal/systemctl, on a view of the root with the
+// storage entries written; what it changes becomes entries.
 func (r *renderer) units() {
+	tree := systemctl.NewFS(rootBase{r.root})
+	r.seed(tree)
+	sc := systemctl.New(tree)
+	listed := sc.ListUnitFiles()
+	var enable, disable []machineconfig.Unit
 	for _, u := range r.m.Units {
-		r.unitFiles(u)
-	}
-	for _, u := range r.m.Units {
-		r.enablement(u)
-	}
-}
-
-// HasContent reports whether a unit or drop-in has contents the MCD
-// writes: it skips nil and empty ones alike.
-func HasContent(c *string) bool { return c != nil && *c != "" }
-
-// unitFiles writes drop-ins, the unit file and the mask, as the MCD does
-// (pkg/daemon/file_writers.go): a drop-in without contents is not written
-// and removed when the root has it; a unit without contents keeps the
-// root's unit file.
-func (r *renderer) unitFiles(u machineconfig.Unit) {
-	for _, d := range u.Dropins {
-		p := path.Join(UnitDir, u.Name+".d", d.Name)
-		src := u.SourceOf("dropins[" + d.Name + "]")
-		if !HasContent(d.Contents) {
-			if _, ok := r.lstat(p); ok {
-				r.addAbsent(p, src)
+		r.writeUnit(tree, sc, u)
+		r.recordEnablement(sc, u)
+		valid := systemctl.ValidName(u.Name)
+		switch {
+		case u.Enabled == nil:
+			if r.hasRoot && valid {
+				sc.Tag(u.Name, u.SourceOf("enabled"))
+				sc.Preset(u.Name) // the MCD ignores a failed preset
 			}
-			continue
+		case !HasContent(u.Contents) && !listed[u.Name]:
+			// The MCD skips a unit it cannot find (OCPBUGS-70259).
+		case !valid:
+			r.fail(u.SourceOf("enabled"), "unit name %q is not one systemctl accepts", u.Name)
+		case *u.Enabled:
+			enable = append(enable, u)
+		default:
+			disable = append(disable, u)
 		}
-		r.addFile(p, []byte(*d.Contents), 0o644, 0, 0, src)
 	}
-	if u.Mask != nil && *u.Mask {
-		r.addLink(path.Join(UnitDir, u.Name), "/dev/null", u.SourceOf("mask"))
-		return
+	r.batch(sc, "enable", enable)
+	r.batch(sc, "disable", disable)
+	for _, ns := range sc.NodeSpecifiers() {
+		u := r.unitNamed(ns.Origin)
+		r.fail(u.SourceOf("contents"), "unit %s: [Install] of %s uses %s, which only the node can resolve: an image cannot carry its enablement", u.Name, ns.Unit, ns.Specifier)
 	}
-	if HasContent(u.Contents) {
-		// The MCD disables an enabled unit before rewriting it
-		// (OCPBUGS-33694): links its old [Install] made go; enablement
-		// below puts back those the new contents name.
-		r.removeRootLinks(u.Name, nil, u.SourceOf("contents"))
-		r.addFile(path.Join(UnitDir, u.Name), []byte(*u.Contents), 0o644, 0, 0, u.SourceOf("contents"))
+	if err := tree.Err(); err != nil {
+		r.errs = append(r.errs, fmt.Errorf("reading the root: %w", err))
 	}
+	r.unitEntries(tree)
 }
 
-func (r *renderer) enablement(u machineconfig.Unit) {
-	src := u.SourceOf("enabled")
+// rootBase shows a Root to systemctl.
+type rootBase struct{ root Root }
+
+func (b rootBase) Lstat(p string) (systemctl.Node, bool, error) {
+	e, ok, err := b.root.Lstat(p)
+	if err != nil || !ok {
+		return systemctl.Node{}, false, err
+	}
+	switch e.Type {
+	case manifest.File:
+		return systemctl.Node{Kind: systemctl.File, Size: e.Size}, true, nil
+	case manifest.Directory:
+		return systemctl.Node{Kind: systemctl.Dir}, true, nil
+	case manifest.Symlink:
+		return systemctl.Node{Kind: systemctl.Symlink, Target: e.Target}, true, nil
+	}
+	if systemctl.Reads(p) {
+		// systemctl would open it and block on a fifo, or take a device
+		// for a mask: a unit or preset path that is none of the above
+		// is refused.
+		return systemctl.Node{}, false, &fs.PathError{Op: "open", Path: p, Err: ErrNotRegular}
+	}
+	return systemctl.Node{Kind: systemctl.Other}, true, nil
+}
+
+func (b rootBase) ReadFile(p string) ([]byte, error)  { return b.root.ReadFile(p) }
+func (b rootBase) ReadDir(p string) ([]string, error) { return b.root.ReadDir(p) }
+
+// seed writes the storage entries, which the MCD writes before units,
+// into tree without recording them, and makes sure UnitDir exists (it
+// does on every node).
+func (r *renderer) seed(tree *systemctl.FS) {
+	for _, e := range r.entries {
+		switch e.Type {
+		case manifest.File:
+			tree.WriteFile(e.Path, e.Content)
+		case manifest.Directory:
+			tree.MkdirAll(e.Path)
+		case manifest.Symlink:
+			tree.MkdirAll(path.Dir(e.Path))
+			tree.RemoveAll(e.Path)
+			tree.Symlink(e.Target, e.Path)
+		}
+	}
+	tree.MkdirAll(UnitDir)
+}
+
+// writeUnit is the MCD's writeUnit (docs/design.md, "What the
+// machine-config-daemon writes").
+func (r *renderer) writeUnit(tree *systemctl.FS, sc *systemctl.Systemctl, u machineconfig.Unit) {
+	for _, d := range u.Dropins {
+		r.writeDropin(tree, u, d)
+	}
+	p := path.Join(UnitDir, u.Name)
 	switch {
 	case u.Mask != nil && *u.Mask:
-		if u.Enabled != nil && !*u.Enabled {
-			r.disable(u.Name, src) // the MCD still runs systemctl disable
+		src := u.SourceOf("mask")
+		tree.SetTag(src)
+		tree.RemoveAll(p)
+		r.check(src, "masking", tree.Symlink("/dev/null", p))
+	case HasContent(u.Contents):
+		src := u.SourceOf("contents")
+		if state, e := sc.State(u.Name); e == 0 && state == Enabled {
+			// Disabled first, as its [Install] may change (OCPBUGS-33694).
+			sc.Tag(u.Name, src)
+			r.failures(sc.Disable([]string{u.Name}), "disable", "contents", u, "disabling "+u.Name+" before rewriting it: ")
 		}
-		r.recordUnit(u.Name, Masked, u.SourceOf("mask"))
-	case u.Enabled != nil && *u.Enabled:
-		r.enable(u.Name, src, map[string]bool{})
-		r.recordUnit(u.Name, Enabled, src)
-	case u.Enabled != nil:
-		r.disable(u.Name, src)
-		r.recordUnit(u.Name, Disabled, src)
-	case r.hasRoot:
-		// systemctl preset: the first matching rule decides; with no
-		// preset files at all, or no matching rule, it enables.
-		if r.presets.enabled(u.Name) {
-			r.enable(u.Name, src, map[string]bool{})
-			r.recordUnit(u.Name, Enabled, src)
-		} else {
-			r.disable(u.Name, src)
-			r.recordUnit(u.Name, Disabled, src)
-		}
-	default:
-		r.recordUnit(u.Name, Preset, src)
+		tree.SetTag(src)
+		r.check(src, "writing", tree.WriteFile(p, []byte(*u.Contents)))
+	case u.Mask != nil:
+		tree.SetTag(u.SourceOf("mask"))
+		r.check(u.SourceOf("mask"), "unmasking", tree.RemoveAll(p))
 	}
+	tree.SetTag(nil)
+}
+
+// writeDropin is the MCD's writeDropins for one drop-in: an empty one is
+// not written, and removed when it exists.
+func (r *renderer) writeDropin(tree *systemctl.FS, u machineconfig.Unit, d types.Dropin) {
+	p := path.Join(UnitDir, u.Name+".d", d.Name)
+	src := u.SourceOf("dropins[" + d.Name + "]")
+	tree.SetTag(src)
+	defer tree.SetTag(nil)
+	if HasContent(d.Contents) {
+		r.check(src, "writing", tree.WriteFile(p, []byte(*d.Contents)))
+		return
+	}
+	if _, e := tree.Stat(p); e == 0 {
+		if e := tree.Unlink(p); e != 0 {
+			r.check(src, "removing", tree.Rmdir(p))
+		}
+	}
+}
+
+// check records a failed write of the MCD.
+func (r *renderer) check(src machineconfig.Source, what string, errno int) {
+	if errno != 0 {
+		r.fail(src, "%s %s: %s", what, src.Field, systemctl.ErrnoString(errno))
+	}
+}
+
+// recordEnablement records the unit's enablement decision: what the
+// MachineConfig says, or what the root's preset files say (preset
+// without a root).
+func (r *renderer) recordEnablement(sc *systemctl.Systemctl, u machineconfig.Unit) {
+	state := Preset
+	switch {
+	case u.Mask != nil && *u.Mask:
+		r.recordUnit(u.Name, Masked, u.SourceOf("mask"))
+		return
+	case u.Enabled != nil && *u.Enabled, u.Enabled == nil && r.hasRoot && sc.QueryPreset(u.Name):
+		state = Enabled
+	case u.Enabled != nil, r.hasRoot:
+		state = Disabled
+	}
+	r.recordUnit(u.Name, state, u.SourceOf("enabled"))
 }
 
 func (r *renderer) recordUnit(name, state string, src machineconfig.Source) {
 	r.unitStates = append(r.unitStates, manifest.Unit{Name: name, Enablement: state, Source: manifest.Source{MachineConfig: src.MachineConfig, Field: src.Field}})
 }
 
-func (r *renderer) enable(name string, src machineconfig.Source, seen map[string]bool) {
-	if seen[name] {
+// batch runs one systemctl verb over units, as the MCD's enableUnits and
+// disableUnits do; a failure refuses every unit it concerns.
+func (r *renderer) batch(sc *systemctl.Systemctl, verb string, units []machineconfig.Unit) {
+	if len(units) == 0 {
 		return
 	}
-	seen[name] = true
-	links, _ := r.installLinks(name, src)
-	for _, l := range sortedKeys(links) {
-		if r.unitWritten(l) {
-			r.fail(src, "enabling %s would replace %s, which a MachineConfig unit writes (a mask or unit file): systemctl enable refuses that", name, l)
-			continue
-		}
-		r.addLink(l, links[l], src)
+	names := make([]string, len(units))
+	for i, u := range units {
+		names[i] = u.Name
+		sc.Tag(u.Name, u.SourceOf("enabled"))
 	}
-	for _, also := range r.also[name] {
-		r.enable(also, src, seen)
+	run := sc.Enable
+	if verb == "disable" {
+		run = sc.Disable
+	}
+	r.failures(run(names), verb, "enabled", units[0], "systemctl "+verb+" "+strings.Join(names, " ")+": ")
+}
+
+// failures refuses what a failed systemctl call concerns, at field of the
+// unit each failure is about (fallback when systemctl does not say).
+func (r *renderer) failures(res systemctl.Result, verb, field string, fallback machineconfig.Unit, prefix string) {
+	if !res.Failed() {
+		return
+	}
+	for _, f := range res.Errors(verb) {
+		u, ok := r.mcUnit(f.Origin)
+		if !ok {
+			u = fallback
+		}
+		r.fail(u.SourceOf(field), "%s%s", prefix, f.Msg)
 	}
 }
 
-// unitWritten reports whether p is a unit file or mask that a
-// MachineConfig unit writes (enablement runs after all of those).
-func (r *renderer) unitWritten(p string) bool {
-	i, ok := r.index[p]
-	if !ok {
-		return false
-	}
-	e := r.entries[i]
-	f := e.Source.Field
-	return e.Type != manifest.Absent && (strings.HasSuffix(f, ".mask") || strings.HasSuffix(f, ".contents"))
-}
-
-// disable removes, as `systemctl disable` does, every enablement link of
-// the unit that the root has: those its [Install] section names and any
-// NAME in a *.wants or *.requires directory of UnitDir.
-func (r *renderer) disable(name string, src machineconfig.Source) {
-	candidates, _ := r.installLinks(name, src)
-	r.removeRootLinks(name, candidates, src)
-}
-
-// removeRootLinks removes (as owned-absent entries) every link of the unit
-// name the root has: the candidates, those the root's own unit file
-// installs (its [Install] may differ from a MachineConfig's new contents),
-// and NAME in any *.wants or *.requires directory of UnitDir.
-func (r *renderer) removeRootLinks(name string, candidates map[string]string, src machineconfig.Source) {
-	all := map[string]bool{}
-	for l := range candidates {
-		all[l] = true
-	}
-	if contents, at, ok := r.unitFile(name, nil, src); ok {
-		for l := range r.linksOf(name, contents, at) {
-			all[l] = true
+func (r *renderer) mcUnit(name string) (machineconfig.Unit, bool) {
+	for _, u := range r.m.Units {
+		if u.Name == name {
+			return u, true
 		}
 	}
-	for _, dir := range r.readDir(UnitDir) {
-		if strings.HasSuffix(dir, ".wants") || strings.HasSuffix(dir, ".requires") {
-			all[path.Join(UnitDir, dir, name)] = true
-		}
-	}
-	for _, l := range sortedKeys(all) {
-		if n, ok := r.lstat(l); ok && n.Type == manifest.Symlink {
-			r.addAbsent(l, src)
+	return machineconfig.Unit{}, false
+}
+
+func (r *renderer) unitNamed(name string) machineconfig.Unit {
+	u, _ := r.mcUnit(name)
+	return u
+}
+
+// unitEntries turns what the MCD and systemctl changed into entries: files
+// and links as they end, removals of what the root (or a storage entry)
+// had as absent entries, and directories the root had that were removed
+// and made again. Other new directories are left to place, which adds the
+// parents of every entry. A directory of the root that systemctl removed
+// once its last link went is kept, empty (docs/design.md, "What the
+// machine-config-daemon writes"): a layer, a Containerfile and a node's
+// rewrite remove files and links, not directories.
+func (r *renderer) unitEntries(tree *systemctl.FS) {
+	for _, c := range tree.Changes() {
+		src, _ := c.Tag.(machineconfig.Source)
+		switch c.Node.Kind {
+		case systemctl.File:
+			r.addFile(c.Path, c.Content, 0o644, 0, 0, src)
+		case systemctl.Symlink:
+			r.addLink(c.Path, c.Node.Target, src)
+		case systemctl.Dir:
+			if c.InBase {
+				r.add(Entry{Entry: manifest.Entry{Path: c.Path, Type: manifest.Directory, Mode: 0o755}}, src)
+			}
+		case systemctl.Missing:
+			if _, owned := r.index[c.Path]; owned || c.InBase && !c.BaseDir {
+				r.addAbsent(c.Path, src)
+			}
 		}
 	}
 }

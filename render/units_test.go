@@ -61,12 +61,11 @@ func TestRenderUnitsNoRoot(t *testing.T) {
 		`{"name":"m.service","mask":true,"contents":"[Service]\nExecStart=/bin/false\n"}`,
 		`{"name":"crio.service","dropins":[{"name":"10-x.conf","contents":"[Service]\nEnvironment=A=1\n"}]}`,
 		unitJSON("t@.service", "true", installMulti+"DefaultInstance=def\n"),
-		unitJSON("n@.service", "true", installMulti),
 		unitJSON("i@.service", "", installMulti),
+		// No file by its name: the MCD skips the enable (OCPBUGS-70259).
 		unitJSON("i@inst.service", "true", ""),
 		unitJSON("off.service", "false", installMulti),
-		// No unit file anywhere: nothing to link (known gap: the MCD's
-		// systemctl enable would fail).
+		// No unit file anywhere: the MCD skips it too.
 		unitJSON("ghost.service", "true", ""),
 	)
 	res, err := renderDocs(t, nil, doc)
@@ -88,16 +87,14 @@ func TestRenderUnitsNoRoot(t *testing.T) {
 			Digest: sha(dropin), Source: src("00-u", "spec.config.systemd.units[crio.service].dropins[10-x.conf]")},
 		sys + "multi-user.target.wants/t@def.service": link(sys+"multi-user.target.wants/t@def.service", sys+"t@.service",
 			src("00-u", "spec.config.systemd.units[t@.service].enabled")),
-		sys + "multi-user.target.wants/i@inst.service": link(sys+"multi-user.target.wants/i@inst.service", sys+"i@.service",
-			src("00-u", "spec.config.systemd.units[i@inst.service].enabled")),
 		sys + "multi-user.target.wants": {Path: sys + "multi-user.target.wants", Type: manifest.Directory, Mode: 0o755, Source: aEnabled},
 	}
 	if diff := cmp.Diff(want, pick(res, keys(want)...)); diff != "" {
 		t.Errorf("Render() entries mismatch (-want +got):\n%s", diff)
 	}
 	missing := []string{
-		sys + "crio.service", sys + "i@inst.service", sys + "ghost.service",
-		sys + "multi-user.target.wants/off.service", sys + "multi-user.target.wants/n@.service",
+		sys + "crio.service", sys + "i@inst.service", sys + "ghost.service", sys + "multi-user.target.wants/i@inst.service",
+		sys + "multi-user.target.wants/off.service",
 		sys + "multi-user.target.wants/i@.service", sys + "multi-user.target.wants/also.service",
 	}
 	if got := present(res, missing...); got != nil {
@@ -111,7 +108,6 @@ func TestRenderUnitsNoRoot(t *testing.T) {
 		unitState("i@.service", "preset", "spec.config.systemd.units[i@.service].enabled"),
 		unitState("i@inst.service", "enabled", "spec.config.systemd.units[i@inst.service].enabled"),
 		unitState("m.service", "masked", "spec.config.systemd.units[m.service].mask"),
-		unitState("n@.service", "enabled", "spec.config.systemd.units[n@.service].enabled"),
 		unitState("off.service", "disabled", "spec.config.systemd.units[off.service].enabled"),
 		unitState("t@.service", "enabled", "spec.config.systemd.units[t@.service].enabled"),
 	}
@@ -166,31 +162,6 @@ func TestRenderUnitsRoot(t *testing.T) {
 	}
 }
 
-func TestPresets(t *testing.T) {
-	root := makeRoot(t, rhcosSpec())
-	p, err := loadPresets(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		unit string
-		want bool
-	}{
-		{"p-on.service", true},      // first matching rule
-		{"p-off.service", false},    // disable p-*.service comes first
-		{"p-masked.service", false}, // /etc/.../50-x.preset masks /usr/lib/.../50-x.preset
-		{"q.service", true},         // no rule: systemd enables
-	}
-	for _, tt := range tests {
-		if got := p.enabled(tt.unit); got != tt.want {
-			t.Errorf("presets.enabled(%q) = %v, want %v", tt.unit, got, tt.want)
-		}
-	}
-	if p, err := loadPresets(emptyRoot{}); err != nil || len(p.rules) != 0 || !p.enabled("any.service") {
-		t.Errorf("loadPresets(empty root) = %d rules, enabled(any) %v; want none, and enabled", len(p.rules), p.enabled("any.service"))
-	}
-}
-
 func TestTemplateOf(t *testing.T) {
 	tests := []struct {
 		name, tmpl, inst string
@@ -212,13 +183,14 @@ func TestTemplateOf(t *testing.T) {
 
 // TestEnableRefusesToReplaceAMask: crio.service's Alias=cri-o.service would
 // replace the MachineConfig's mask of cri-o.service; systemctl enable
-// refuses, and so does the renderer.
+// refuses, and so does the renderer, naming the unit's enabled field.
 func TestEnableRefusesToReplaceAMask(t *testing.T) {
 	root := makeRoot(t, map[string]string{
 		"usr/lib/systemd/system/crio.service": "[Service]\nExecStart=/usr/bin/crio\n[Install]\nWantedBy=multi-user.target\nAlias=cri-o.service\n",
 	})
 	_, err := renderDocs(t, root, mcDoc("99-mask-alias", `"systemd":{"units":[{"name":"crio.service","enabled":true},{"name":"cri-o.service","mask":true}]}`))
-	want := "enabling crio.service would replace /etc/systemd/system/cri-o.service"
+	want := `mc0.yaml: 99-mask-alias: spec.config.systemd.units[crio.service].enabled: systemctl enable crio.service: ` +
+		`failed to enable unit, file "/etc/systemd/system/cri-o.service" already exists and is a symlink to "/dev/null"`
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("Render = %v, want an error containing %q", err, want)
 	}
@@ -227,7 +199,8 @@ func TestEnableRefusesToReplaceAMask(t *testing.T) {
 // TestEmptyContentsAreNotWritten: the MCD skips drop-ins and unit files
 // whose contents are empty (and deletes such a drop-in when it exists), so
 // the rendering must too; an empty unit keeps the root's unit file for
-// enablement. A masked unit with enabled: false is still disabled.
+// enablement. A masked unit with enabled: false keeps its links:
+// systemctl disable skips a masked unit.
 func TestEmptyContentsAreNotWritten(t *testing.T) {
 	root := makeRoot(t, map[string]string{
 		"usr/lib/systemd/system/crio.service":                    "[Service]\nExecStart=/usr/bin/crio\n[Install]\nWantedBy=multi-user.target\n",
@@ -250,14 +223,14 @@ func TestEmptyContentsAreNotWritten(t *testing.T) {
 		"/etc/systemd/system/crio.service.d/30-new.conf":           manifest.File,
 		"/etc/systemd/system/multi-user.target.wants/crio.service": manifest.Symlink,
 		"/etc/systemd/system/foo.service":                          manifest.Symlink,
-		"/etc/systemd/system/multi-user.target.wants/foo.service":  manifest.Absent,
 	}
 	for p, typ := range want {
 		if got[p] != typ {
 			t.Errorf("entry %s = %q, want %q", p, got[p], typ)
 		}
 	}
-	for _, p := range []string{"/etc/systemd/system/crio.service", "/etc/systemd/system/crio.service.d/20-none.conf"} {
+	for _, p := range []string{"/etc/systemd/system/crio.service", "/etc/systemd/system/crio.service.d/20-none.conf",
+		"/etc/systemd/system/multi-user.target.wants/foo.service"} {
 		if _, ok := got[p]; ok {
 			t.Errorf("entry %s rendered; the MCD does not write empty contents", p)
 		}

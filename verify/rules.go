@@ -160,7 +160,7 @@ var rules = []Rule{
 		Fix: "Pass the layered image that mcbake build wrote (the digest in its --digestfile)."},
 	{ID: RuleEnabledNoInstall, Name: "enabled-without-install", Severity: Warning,
 		Summary: "a unit with enabled: true but no [Install] section",
-		Description: "A unit has enabled: true but its unit file (the MachineConfig's contents, else the base's) has no [Install] section, or one without WantedBy=, RequiredBy=, Alias= or Also=. " +
+		Description: "A unit has enabled: true but neither its unit file (the MachineConfig's contents, else the base's) nor a drop-in the MachineConfig gives has an [Install] section with WantedBy=, RequiredBy=, Alias= or Also=. " +
 			"systemctl enable creates no symlink, so the unit does not start at boot unless another unit pulls it in. Without --base only units whose contents a MachineConfig gives are checked.",
 		Fix: "Add an [Install] section (for example WantedBy=multi-user.target), or drop enabled: true when another unit pulls it in."},
 	{ID: RuleRenderFailure, Name: "render-failure", Severity: Error,

@@ -103,6 +103,7 @@ func TestRulesFire(t *testing.T) {
 			{"name": "a.service", "enabled": true, "contents": "[Service]\nExecStart=/bin/true\n"},
 			{"name": "b.service", "enabled": true, "contents": "[Service]\nExecStart=/bin/true\n[Install]\n"},
 			{"name": "c.service", "enabled": true, "contents": "[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n"},
+			{"name": "e.service", "enabled": true, "contents": "[Service]\nExecStart=/bin/true\n", "dropins": [{"name": "i.conf", "contents": "[Install]\nWantedBy=multi-user.target\n"}]},
 			{"name": "rpm-ostreed.service", "enabled": true},
 			{"name": "chronyd.service", "enabled": true},
 			{"name": "d.service", "enabled": false, "contents": "[Service]\n"}]}}`},

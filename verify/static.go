@@ -133,7 +133,7 @@ func (c *checker) units() {
 		enabled := u.Enabled != nil && *u.Enabled
 		contents, found := c.unitFile(u.Name, u.Source)
 		switch {
-		case found && enabled && !render.Installs(contents):
+		case found && enabled && !render.Installs(contents) && !dropinInstalls(u):
 			c.add(RuleEnabledNoInstall, u.SourceOf("enabled"), path.Join(render.UnitDir, u.Name),
 				"unit %s has enabled: true but no [Install] section naming WantedBy=, RequiredBy=, Alias= or Also=: systemctl enable creates no symlink", u.Name)
 		case !found && c.base != nil && (enabled || hasDropins(u)):
@@ -145,6 +145,18 @@ func (c *checker) units() {
 				"unit %s has %s but no unit file: no MachineConfig gives its contents and the base has none", u.Name, what)
 		}
 	}
+}
+
+// dropinInstalls reports whether one of the unit's drop-ins has an
+// [Install] section that makes systemctl enable do something: systemd
+// reads [Install] in drop-ins too.
+func dropinInstalls(u machineconfig.Unit) bool {
+	for _, d := range u.Dropins {
+		if render.HasContent(d.Contents) && render.Installs([]byte(*d.Contents)) {
+			return true
+		}
+	}
+	return false
 }
 
 func hasDropins(u machineconfig.Unit) bool {

@@ -32,7 +32,9 @@ spec:
     storage:
       files: [{path: /etc/x.conf, user: {name: core}, contents: {source: "data:,x"}}]
     systemd:
-      units: [{name: foo.service, enabled: true}]
+      # bar.service has no enabled: the MCD presets it, which reads the
+      # preset files.
+      units: [{name: foo.service, enabled: true}, {name: bar.service, contents: "[Service]\nExecStart=/bin/true\n"}]
 `
 
 // child runs this test binary as mcbake with args, in its own process so

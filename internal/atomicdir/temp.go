@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,15 +33,19 @@ func MkdirTemp(parent, prefix string) (*Temp, error) {
 	Sweep(parent, prefix)
 	// Made under a name Sweep ignores, then locked, then renamed to its
 	// name: a sweep never sees it unlocked.
-	init, err := os.MkdirTemp(parent, initPrefix)
+	init, err := os.MkdirTemp(parent, initName())
 	if err != nil {
 		return nil, err
 	}
 	return lockAndName(init, prefix)
 }
 
-// initPrefix names entries between their creation and their lock.
+// initPrefix names entries between their creation and their lock; the
+// creator's PID follows it (initName), so that a sweep can tell an entry
+// a killed run left from one a live run is about to lock.
 const initPrefix = ".mcbake-init-"
+
+func initName() string { return initPrefix + strconv.Itoa(os.Getpid()) + "-" }
 
 // lockAndName locks the new entry init and renames it to a fresh name
 // with prefix in its directory.
@@ -96,7 +101,7 @@ func (t *Temp) RemoveAll() error {
 // process lives.
 func CreateTemp(parent, prefix string) (*Temp, error) {
 	Sweep(parent, prefix)
-	f, err := os.CreateTemp(parent, initPrefix)
+	f, err := os.CreateTemp(parent, initName())
 	if err != nil {
 		return nil, err
 	}
@@ -146,10 +151,17 @@ func Sweep(parent, prefix string) {
 }
 
 // staleInit reports whether e is an entry a run killed between creating
-// and locking it (a window of microseconds) left behind.
+// and locking it (a window of microseconds) left behind: its creator is
+// dead, or it is older than a minute (a PID of another PID namespace).
 func staleInit(e os.DirEntry) bool {
-	if !strings.HasPrefix(e.Name(), initPrefix) {
+	rest, ok := strings.CutPrefix(e.Name(), initPrefix)
+	if !ok {
 		return false
+	}
+	if pid, _, ok := strings.Cut(rest, "-"); ok {
+		if n, err := strconv.Atoi(pid); err == nil && n > 0 && n != os.Getpid() && errors.Is(unix.Kill(n, 0), unix.ESRCH) {
+			return true
+		}
 	}
 	fi, err := e.Info()
 	return err == nil && time.Since(fi.ModTime()) > time.Minute
