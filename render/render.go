@@ -51,6 +51,10 @@ type Entry struct {
 type Result struct {
 	Entries []Entry
 	Units   []manifest.Unit
+	// Skipped are the units with enabled set whose enablement the MCD
+	// skips: no contents, and systemctl list-unit-files does not list
+	// them (an instance of a template without an instance file, say).
+	Skipped []machineconfig.Unit
 }
 
 // Manifest returns the ownership manifest of the rendering; the
@@ -97,7 +101,7 @@ func Render(m *machineconfig.Merged, root Root) (*Result, error) {
 	if len(r.errs) > 0 {
 		return nil, errors.Join(r.errs...)
 	}
-	return &Result{Entries: r.entries, Units: r.unitStates}, nil
+	return &Result{Entries: r.entries, Units: r.unitStates, Skipped: r.skipped}, nil
 }
 
 type renderer struct {
@@ -109,6 +113,7 @@ type renderer struct {
 	index      map[string]int // path -> position in entries
 	storage    map[string]machineconfig.Source
 	unitStates []manifest.Unit
+	skipped    []machineconfig.Unit
 	errs       []error
 	ioErrs     map[string]bool // paths whose I/O error is recorded
 	content    int             // bytes of file content decoded so far

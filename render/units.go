@@ -115,6 +115,7 @@ func (r *renderer) units() {
 			}
 		case !HasContent(u.Contents) && !listed[u.Name]:
 			// The MCD skips a unit it cannot find (OCPBUGS-70259).
+			r.skipped = append(r.skipped, u)
 		case !valid:
 			r.fail(u.SourceOf("enabled"), "unit name %q is not one systemctl accepts", u.Name)
 		case *u.Enabled:

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"errors"
+	"path"
 	"strings"
 
 	"github.com/mcbake/mcbake/machineconfig"
@@ -24,6 +25,7 @@ func (c *checker) render() {
 		res, err := render.Render(m, c.root)
 		if err == nil {
 			c.rendered = res
+			c.skippedEnablement()
 			return
 		}
 		if !c.renderFailed(err) {
@@ -128,4 +130,20 @@ func (c *checker) ownedManifest() *manifest.Manifest {
 		return nil
 	}
 	return c.rendered.Manifest(c.merged.MachineConfigs)
+}
+
+// skippedEnablement reports (MCB010) the units whose enablement the
+// machine-config-daemon skips although a unit file exists (the instances
+// of templates); with no unit file units has reported them already.
+func (c *checker) skippedEnablement() {
+	if c.base == nil {
+		return // without a base nothing is listed: every unit looks skipped
+	}
+	for _, u := range c.rendered.Skipped {
+		if _, found := c.unitFile(u.Name, u.Source); !found {
+			continue
+		}
+		c.add(RuleUnitNotFound, u.SourceOf("enabled"), path.Join(render.UnitDir, u.Name),
+			"unit %s has enabled: %t but no contents, and systemctl list-unit-files does not list it: the machine-config-daemon skips its enablement", u.Name, *u.Enabled)
+	}
 }

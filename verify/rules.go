@@ -144,10 +144,12 @@ var rules = []Rule{
 			"or one's digest (the sha256 of its canonical JSON) differs from the baked one. The image does not carry what the cluster applies.",
 		Fix: "Rebuild the image from the current MachineConfigs, or pass the MachineConfigs it was built from."},
 	{ID: RuleUnitNotFound, Name: "unit-not-found", Severity: Warning, Needs: NeedsBase,
-		Summary: "drop-ins or enablement for a unit that exists neither in the MachineConfigs nor in the base",
-		Description: "A systemd unit has drop-ins or enabled: true, but no unit file exists for it: no MachineConfig gives its contents and the base has none under /etc/systemd/system, " +
-			"/usr/lib/systemd/system or /lib/systemd/system (an instance falls back to its template). The drop-ins configure nothing, and enabling it creates no symlink.",
-		Fix: "Add the unit's contents, correct the unit name, or use a base that ships the unit."},
+		Summary: "drop-ins or enablement for a unit that exists neither in the MachineConfigs nor in the base, or whose enablement the daemon skips",
+		Description: "A systemd unit has drop-ins or enabled: true, but no unit file exists for it: no MachineConfig gives its contents and the base has none under /etc/systemd/system " +
+			"or /usr/lib/systemd/system (an instance falls back to its template). The drop-ins configure nothing, and enabling it creates no symlink. " +
+			"Also reported: a unit with enabled set and no contents that systemctl list-unit-files does not list, such as an instance of a template (foo@bar.service) without an instance file: " +
+			"the machine-config-daemon checks that listing first and skips the unit's enablement, so neither enable nor disable happens.",
+		Fix: "Add the unit's contents, correct the unit name, or use a base that ships the unit; for an instance, give the instance's contents or enable it through the template's DefaultInstance= or a preset."},
 	{ID: RuleUnknownOwner, Name: "unknown-owner", Severity: Error, Needs: NeedsBase,
 		Summary: "an owner name the base's passwd or group cannot resolve",
 		Description: "A file, directory or link names a user or group (user.name, group.name) that neither the base's /etc/passwd nor /usr/lib/passwd (for groups, /etc/group and /usr/lib/group) defines, " +

@@ -92,7 +92,11 @@ func TestRulesFire(t *testing.T) {
 			{"name": "getty@tty5.service", "enabled": true},
 			{"name": "mine@x.service", "enabled": true}, {"name": "mine@.service", "contents": "[Install]\nWantedBy=multi-user.target\n"},
 			{"name": "gone.service", "enabled": false}]}}`},
-			true, []string{"mc-0 spec.config.systemd.units[nope.service] /etc/systemd/system/nope.service", "mc-0 spec.config.systemd.units[nada.service] /etc/systemd/system/nada.service"}},
+			true, []string{"mc-0 spec.config.systemd.units[nope.service] /etc/systemd/system/nope.service", "mc-0 spec.config.systemd.units[nada.service] /etc/systemd/system/nada.service",
+				// Instances without contents: the MCD's listing does not
+				// have them, so it skips their enablement.
+				"mc-0 spec.config.systemd.units[getty@tty5.service].enabled /etc/systemd/system/getty@tty5.service",
+				"mc-0 spec.config.systemd.units[mine@x.service].enabled /etc/systemd/system/mine@x.service"}},
 		{"owners", RuleUnknownOwner, []string{`{"storage": {
 			"files": [{"path": "/etc/a", "user": {"name": "nobody-here"}, "group": {"name": "core"}, "contents": {"source": "data:,x"}},
 				{"path": "/etc/b", "user": {"id": 4242}, "contents": {"source": "data:,x"}}],
