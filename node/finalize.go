@@ -1,6 +1,7 @@
 package node
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/renameio/v2"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/render"
 )
@@ -85,14 +87,37 @@ func Finalized(sysroot string, repair bool) (*FinalizedReport, error) {
 		}
 		rep.Changes = append(rep.Changes, c)
 	}
-	if len(writes) == 0 {
+	if !repair {
 		return rep, nil
 	}
-	err = withWritable(s.Physical, func() error { return repairDeployment(pending, writes, rep) })
-	if err != nil {
-		rep.Error = err.Error()
-	}
+	// The report is kept beside the record for the first-boot check: the
+	// journal may lose what a unit prints this late in a shutdown.
+	err = withWritable(s.Physical, func() error {
+		var werr error
+		if len(writes) > 0 {
+			if werr = repairDeployment(pending, writes, rep); werr != nil {
+				rep.Error = werr.Error()
+			}
+		}
+		return errors.Join(werr, writeFinalized(booted, rep))
+	})
 	return rep, err
+}
+
+// FinalizedFile, in the stateroot's VarRecordDir, is the last report of
+// the shutdown safety net (Finalized with repair); the first-boot check
+// includes it in its own and retires it with the record.
+const FinalizedFile = "finalized.json"
+
+func writeFinalized(booted *Deployment, rep *FinalizedReport) error {
+	b, err := jsonIndent(rep)
+	if err != nil {
+		return err
+	}
+	if err := renameio.WriteFile(filepath.Join(booted.Var(), VarRecordDir, FinalizedFile), b, 0o644); err != nil {
+		return fmt.Errorf("writing the safety net's report: %w", err)
+	}
+	return nil
 }
 
 // differencesIn observes e's path in the deployment at dir.
@@ -167,6 +192,9 @@ type BootCheck struct {
 	// prepared.
 	Prepared bool    `json:"prepared"`
 	Report   *Report `json:"report"`
+	// Finalized is the report of the shutdown safety net before this
+	// boot, when it ran (what it found and repaired).
+	Finalized *FinalizedReport `json:"finalized,omitempty"`
 }
 
 // Check is the first-boot check of a prepared revert: when the node booted
@@ -204,6 +232,15 @@ func Check(sysroot string, now func() time.Time) (*BootCheck, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the prepared MachineConfigs: %w", err)
 	}
+	if b, err := os.ReadFile(filepath.Join(dir, FinalizedFile)); err == nil {
+		var fr FinalizedReport
+		if err := json.Unmarshal(b, &fr); err != nil {
+			return nil, fmt.Errorf("reading the safety net's report: %s: %w", FinalizedFile, err)
+		}
+		bc.Finalized = &fr
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("reading the safety net's report: %w", err)
+	}
 	rootDir := booted.Dir
 	if s.Running {
 		rootDir = "/"
@@ -229,8 +266,13 @@ func retire(dir string, bc *BootCheck, now func() time.Time) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "check-"+stamp+".json"), b, 0o644); err != nil {
+	if err := renameio.WriteFile(filepath.Join(dir, "check-"+stamp+".json"), b, 0o644); err != nil {
 		return err
+	}
+	if bc.Finalized != nil {
+		if err := os.Rename(filepath.Join(dir, FinalizedFile), filepath.Join(dir, "finalized-"+stamp+".json")); err != nil {
+			return err
+		}
 	}
 	return os.Rename(filepath.Join(dir, RecordFile), filepath.Join(dir, "record-"+stamp+".json"))
 }

@@ -232,6 +232,19 @@ reads and reports. Exit 1 when paths are wrong.`,
 				if !bc.Prepared {
 					fmt.Fprintf(w, "note: the booted deployment %s is not the one the revert was prepared for\n", bc.Booted.Name())
 				}
+				if fr := bc.Finalized; fr != nil {
+					restaged := ""
+					if fr.Restaged {
+						restaged = " (staged again after prepare-revert)"
+					}
+					fmt.Fprintf(w, "the safety net at shutdown: %s%s: %d owned path(s) checked, %d repaired\n", fr.Pending.Name(), restaged, fr.Checked, len(fr.Changes))
+					for _, c := range fr.Changes {
+						fmt.Fprintln(w, "  "+changeLine(c, false))
+					}
+					if fr.Error != "" {
+						fmt.Fprintf(w, "  its repair failed: %s\n", fr.Error)
+					}
+				}
 				err = bc.Report.WriteText(w)
 			}
 			if err == nil && len(bc.Report.Mismatches) > 0 {
