@@ -2,7 +2,7 @@
 // layout (see package testbase) and prints the digest index.json points at.
 //
 //	go run ./internal/testbase/mkbase -o DIR [-size 1GiB -files 50000 -layers 8]
-//	    [-format oci|docker] [-platforms linux/amd64,linux/arm64] [-tag latest]
+//	    [-ostree] [-format oci|docker] [-platforms linux/amd64,linux/arm64] [-tag latest]
 package main
 
 import (
@@ -33,13 +33,14 @@ func run(args []string, stdout io.Writer) error {
 	format := fs.String("format", "oci", "manifest format: oci or docker")
 	platforms := fs.String("platforms", "linux/amd64", "comma-separated os/arch[/variant] list")
 	tag := fs.String("tag", "latest", "reference name in index.json")
+	ostree := fs.Bool("ostree", false, "ostree-shaped layers: every file an object under sysroot/ostree/repo/objects/ and a hard link at its path")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *out == "" || fs.NArg() > 0 {
 		return errors.New("usage: mkbase -o DIR [flags]")
 	}
-	opts := testbase.Options{Format: *format, Platforms: strings.Split(*platforms, ","), Tag: *tag}
+	opts := testbase.Options{Format: *format, Platforms: strings.Split(*platforms, ","), Tag: *tag, Ostree: *ostree}
 	if *size != "" {
 		total, err := parseSize(*size)
 		if err != nil {
