@@ -31,7 +31,8 @@ import (
 //	  entries, each:   type byte, flags byte, path ref, mode, uid, gid
 //	                   uvarint, size varint, then if flags has
 //	                   flagTarget: target ref, flagDigest: digest 32 bytes,
-//	                   flagContent: content string
+//	                   flagContent: content string; flagDeferred marks
+//	                   a regular file whose digest was not computed
 //
 // where a string is a uvarint length and its bytes, and a ref is the
 // uvarint offset and length of a string in the strings. The markers come
@@ -43,7 +44,7 @@ import (
 // or what a scan records changes.
 const (
 	cacheMagic   = "mcbake baseindex"
-	cacheVersion = 2
+	cacheVersion = 3
 	headerSize   = len(cacheMagic) + 4 + 8 + 4
 )
 
@@ -52,6 +53,7 @@ const (
 	flagTarget = 1 << iota
 	flagDigest
 	flagContent
+	flagDeferred
 )
 
 var (
@@ -69,8 +71,11 @@ type layerData struct {
 	chunks [][]Node
 	count  int
 	// content holds the kept contents by entry; their nodes have
-	// hasContent set.
+	// nodeContent set.
 	content map[int][]byte
+	// deferred is set when some entry's digest is deferred: the layer's
+	// data is then only usable with its unpacked files.
+	deferred bool
 }
 
 func newLayerData(strings string) *layerData {
@@ -101,7 +106,7 @@ func readCacheFile(file string, d digest.Digest) (l *layerData, err error) {
 	if err != nil {
 		return nil, err
 	}
-	return readLayer(f, fi.Size(), d)
+	return decodeLayer(f, fi.Size(), d)
 }
 
 // writeCache stores the strings and records of layer d at file
@@ -154,10 +159,10 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// readLayer reads and checks the size bytes of an encoded layer d. It
+// decodeLayer reads and checks the size bytes of an encoded layer d. It
 // reads the strings straight into the string the nodes share, and only
 // the records into a buffer.
-func readLayer(r io.Reader, size int64, d digest.Digest) (*layerData, error) {
+func decodeLayer(r io.Reader, size int64, d digest.Digest) (*layerData, error) {
 	br := bufio.NewReaderSize(r, readBuffer)
 	var h [headerSize]byte
 	if _, err := io.ReadFull(br, h[:]); err != nil || string(h[:len(cacheMagic)]) != cacheMagic {
@@ -257,8 +262,14 @@ func (l *layerData) decode(b []byte) bool {
 		}
 		n := &l.chunks[k>>chunkBits][k&(chunkSize-1)]
 		if content := r.node(n); content != nil {
-			n.hasContent = true
+			n.setContent(true)
 			l.content[k] = bytes.Clone(content)
+		}
+		if n.Deferred() {
+			if n.Type != File || n.Digest != (Digest{}) {
+				return false
+			}
+			l.deferred = true
 		}
 		if n.Type < File || n.Type > FIFO {
 			return false
@@ -332,6 +343,9 @@ func (r *records) node(n *Node) []byte {
 		r.err = true
 	}
 	n.Path, n.Target = path, target
+	if flags&flagDeferred != 0 {
+		n.flags |= nodeDeferred
+	}
 	if flags&flagContent == 0 {
 		return nil
 	}

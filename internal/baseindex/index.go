@@ -1,9 +1,15 @@
 package baseindex
 
 import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
 	"path"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Index is the merged filesystem metadata of an image's layers. It is
@@ -23,6 +29,13 @@ type Index struct {
 	content map[string][]byte
 	// listed counts the nodes that are not implied.
 	listed int
+
+	// files open the unpacked files of each layer, bottom layer first (nil
+	// for a layer without), for the deferred digests.
+	files []func(string) (io.ReadCloser, error)
+	// digests holds the deferred digests computed so far, by path.
+	mu      sync.Mutex
+	digests map[string]Digest
 }
 
 const (
@@ -85,6 +98,67 @@ func (ix *Index) ReadDir(dir string) []*Node {
 	}
 	slices.SortFunc(out, func(a, b *Node) int { return strings.Compare(a.Path, b.Path) })
 	return out
+}
+
+// Digest returns the digest of n, a node of ix, computing it if it is
+// deferred: it reads n's path from the topmost unpacked layer that has a
+// file there, which is the layer that put n there (a layer above it with
+// anything at that path, or a non-directory above it, would have replaced
+// or removed it). A computed digest is remembered.
+func (ix *Index) Digest(n *Node) (Digest, error) {
+	if !n.Deferred() {
+		return n.Digest, nil
+	}
+	ix.mu.Lock()
+	d, ok := ix.digests[n.Path]
+	ix.mu.Unlock()
+	if ok {
+		return d, nil
+	}
+	d, err := ix.readDigest(n)
+	if err != nil {
+		return Digest{}, fmt.Errorf("digest of %s: %w", n.Path, err)
+	}
+	ix.mu.Lock()
+	if ix.digests == nil {
+		ix.digests = map[string]Digest{}
+	}
+	ix.digests[n.Path] = d
+	ix.mu.Unlock()
+	return d, nil
+}
+
+func (ix *Index) readDigest(n *Node) (Digest, error) {
+	for i := len(ix.files) - 1; i >= 0; i-- {
+		if ix.files[i] == nil {
+			continue
+		}
+		rc, err := ix.files[i](n.Path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return Digest{}, err
+		}
+		return hashFile(rc, n.Size)
+	}
+	return Digest{}, errors.New("no unpacked layer has the file")
+}
+
+// hashFile returns the digest of what rc reads, which must be size bytes,
+// and closes it.
+func hashFile(rc io.ReadCloser, size int64) (d Digest, err error) {
+	defer func() { err = errors.Join(err, rc.Close()) }()
+	h := sha256.New()
+	n, err := io.Copy(h, io.LimitReader(rc, size+1))
+	if err != nil {
+		return d, err
+	}
+	if n != size {
+		return d, fmt.Errorf("the unpacked file has %d bytes, the layer's tar header says %d", n, size)
+	}
+	h.Sum(d[:0])
+	return d, nil
 }
 
 // Len returns the number of paths the layers list, implied directories
