@@ -68,7 +68,37 @@ type Options struct {
 // its digest or is not a valid compressed tar stream. Cached layers are
 // not opened. Concurrent Builds may share a CacheDir. Each layer is merged
 // as soon as it and the layers below it are read, and then forgotten.
+//
+// With a CacheDir, the merged index of the chain is cached too, and a
+// Build of a cached chain reads that one file and no layer's.
 func Build(ctx context.Context, layers []Layer, opts Options) (*Index, error) {
+	for _, l := range layers {
+		if err := l.Digest.Validate(); err != nil {
+			return nil, fmt.Errorf("layer %s: %w", l.Digest, err)
+		}
+	}
+	var cached string
+	key := viewKey(layers)
+	if opts.CacheDir != "" {
+		cached = viewFile(opts.CacheDir, key)
+		if ix, ok := readView(cached, key, layers); ok {
+			return ix, nil
+		}
+	}
+	ix, err := build(ctx, layers, opts)
+	if err != nil {
+		return nil, err
+	}
+	if cached != "" {
+		if err := writeView(cached, key, ix); err != nil {
+			return nil, fmt.Errorf("writing index cache: %w", err)
+		}
+	}
+	return ix, nil
+}
+
+// build loads and merges the layers.
+func build(ctx context.Context, layers []Layer, opts Options) (*Index, error) {
 	loads := make([]pendingLayer, len(layers))
 	for i := range loads {
 		loads[i].done = make(chan struct{})

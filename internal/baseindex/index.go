@@ -15,6 +15,9 @@ import (
 // Index is the merged filesystem metadata of an image's layers. It is
 // immutable once built and safe for concurrent use.
 //
+// An Index is built in memory, or read from the cache of the merged view
+// (view), which it then looks paths up in where they lie.
+//
 // Its nodes live in slots, in chunks of at most chunkSize: the chunks a
 // layer's entries were decoded into, which the index adopts, and chunks
 // of its own for implied directories. A node is never moved, so pointers
@@ -29,6 +32,8 @@ type Index struct {
 	content map[string][]byte
 	// listed counts the nodes that are not implied.
 	listed int
+	// view, when set, holds the nodes instead of chunks and paths.
+	view *view
 
 	// files open the unpacked files of each layer, bottom layer first (nil
 	// for a layer without), for the deferred digests.
@@ -64,6 +69,9 @@ func (ix *Index) find(p string) (*Node, bool) {
 // relative to the image root; a leading slash is ignored and it is
 // cleaned. Implied directories are returned with Implied set.
 func (ix *Index) Lookup(p string) (*Node, bool) {
+	if ix.view != nil {
+		return ix.view.lookup(relPath(p))
+	}
 	return ix.find(relPath(p))
 }
 
@@ -75,6 +83,9 @@ func (ix *Index) Lookup(p string) (*Node, bool) {
 // etc/systemd/system/ and lib/systemd/system/. The returned slice must not
 // be modified.
 func (ix *Index) Content(p string) ([]byte, bool) {
+	if ix.view != nil {
+		return ix.view.content(relPath(p))
+	}
 	b, ok := ix.content[relPath(p)]
 	return b, ok
 }
@@ -83,6 +94,9 @@ func (ix *Index) Content(p string) ([]byte, bool) {
 // implied directories included. It returns nil if dir is not a directory.
 // Symlinks are not followed.
 func (ix *Index) ReadDir(dir string) []*Node {
+	if ix.view != nil {
+		return ix.view.readDir(relPath(dir))
+	}
 	d, ok := ix.find(relPath(dir))
 	if !ok || d.Type != Dir {
 		return nil

@@ -257,8 +257,8 @@ func estargzLayer(tb testing.TB, entries []ent) (*testLayer, bool) {
 	}
 	raw := tarBytes(tb, entries...)
 	chunk := 16
-	if len(raw) > 1<<20 {
-		chunk = 1 << 20
+	if len(raw) > 16<<10 {
+		chunk = 32 << 10
 	}
 	b, err := estargz.Build(io.NewSectionReader(bytes.NewReader(raw), 0, int64(len(raw))), estargz.WithChunkSize(chunk))
 	if err != nil {
@@ -341,7 +341,7 @@ func TestSources(t *testing.T) {
 					t.Skipf("%s cannot hold these layers", f.name)
 				}
 				var fallbacks atomic.Int32
-				opts := baseindex.Options{Fallback: func(d digest.Digest, err error) {
+				opts := baseindex.Options{CacheDir: t.TempDir(), Fallback: func(d digest.Digest, err error) {
 					fallbacks.Add(1)
 					t.Logf("layer %s fell back: %v", d, err)
 				}}
@@ -382,6 +382,13 @@ func TestSources(t *testing.T) {
 				if diff := cmp.Diff(want, listing(t, ix, bodies(tt.layers))); diff != "" {
 					t.Errorf("Build() index mismatch (-want +got):\n%s", diff)
 				}
+				warm, err := baseindex.Build(context.Background(), descriptors(layers), opts)
+				if err != nil {
+					t.Fatalf("warm Build() error = %v", err)
+				}
+				if diff := cmp.Diff(want, listing(t, warm, bodies(tt.layers))); diff != "" {
+					t.Errorf("warm Build() index mismatch (-want +got):\n%s", diff)
+				}
 			})
 		}
 	}
@@ -395,6 +402,7 @@ var metaLayers = [][]ent{
 		file("sysroot/ostree/repo/objects/aa.file", "[Unit]\nDescription=a\n"),
 		hardlink("usr/lib/systemd/system/a.service", "sysroot/ostree/repo/objects/aa.file"),
 		file("usr/bin/x", "x"),
+		file("usr/bin/y", "y"),
 	},
 	{whiteout("usr/bin/.wh.x"), file("etc/group", "root:x:0:\n")},
 }
@@ -622,8 +630,8 @@ func TestDeferredCacheNeedsUnpackedFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Only the bottom layer has deferred digests (usr/bin/x): the top
-	// one's files were all read.
+	// The merged view has a deferred digest (usr/bin/y), and only the
+	// bottom layer has any: the top one's files were all read.
 	if got := [2]int32{layers[0].opens.Load(), layers[1].opens.Load()}; got != [2]int32{1, 0} {
 		t.Errorf("layer opens = %v, want [1 0]", got)
 	}
