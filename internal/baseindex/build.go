@@ -61,6 +61,10 @@ type Options struct {
 	// used and its blob is scanned instead. It is called from several
 	// goroutines at once.
 	Fallback func(layer digest.Digest, err error)
+	// Read, if set, is told how each layer missing from the cache was
+	// read: "toc", "tar-split" or "blob". It is called from several
+	// goroutines at once.
+	Read func(layer digest.Digest, how string)
 }
 
 // Build indexes layers, bottom layer first. It reads up to GOMAXPROCS
@@ -254,12 +258,18 @@ func readLayer(ctx context.Context, l Layer, opts Options, format tocFormat, toc
 			opts.Fallback(l.Digest, err)
 		}
 	}
+	read := func(how string) {
+		if opts.Read != nil {
+			opts.Read(l.Digest, how)
+		}
+	}
 	if tocErr != nil {
 		fellBack(fallback("%v", tocErr))
 	} else if format != noTOC {
 		s, err := listTOC(ctx, l)
 		if err == nil {
 			done(l, opts)
+			read("toc")
 			return s, fromTOC, nil
 		}
 		if !errors.Is(err, errFallback) {
@@ -271,6 +281,7 @@ func readLayer(ctx context.Context, l Layer, opts Options, format tocFormat, toc
 		s, err := listUnpacked(ctx, l.Unpacked)
 		if err == nil {
 			done(l, opts)
+			read("tar-split")
 			return s, fromBlob, nil
 		}
 		if !errors.Is(err, errFallback) {
@@ -279,6 +290,9 @@ func readLayer(ctx context.Context, l Layer, opts Options, format tocFormat, toc
 		fellBack(err)
 	}
 	s, err := scanLayer(ctx, l, opts.Progress, format == estargz)
+	if err == nil {
+		read("blob")
+	}
 	return s, fromBlob, err
 }
 
