@@ -9,10 +9,8 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"strings"
 
-	"github.com/google/renameio/v2"
 	digest "github.com/opencontainers/go-digest"
 )
 
@@ -110,12 +108,8 @@ func readCacheFile(file string, d digest.Digest) (l *layerData, err error) {
 }
 
 // writeCache stores the strings and records of layer d at file
-// atomically.
+// atomically (see writeFileAtomically).
 func writeCache(file string, d digest.Digest, strs string, records []byte) error {
-	dir := filepath.Dir(file)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	head := appendString(nil, d.String())
 	head = binary.AppendUvarint(head, uint64(len(strs)))
 	crc := crc32.Update(0, crcTable, head)
@@ -125,21 +119,18 @@ func writeCache(file string, d digest.Digest, strs string, records []byte) error
 	binary.LittleEndian.PutUint32(v, cacheVersion)
 	binary.LittleEndian.PutUint64(v[4:], uint64(len(head)+len(strs)+len(records)))
 	binary.LittleEndian.PutUint32(v[12:], crc)
-	f, err := renameio.NewPendingFile(file, renameio.WithPermissions(0o644), renameio.WithExistingPermissions(), renameio.WithTempDir(dir))
-	if err != nil {
+	return writeFileAtomically(file, func(w *bufio.Writer) error {
+		for _, b := range [][]byte{h, head} {
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
+		}
+		if _, err := w.WriteString(strs); err != nil {
+			return err
+		}
+		_, err := w.Write(records)
 		return err
-	}
-	defer f.Cleanup()
-	if _, err := f.Write(append(h, head...)); err != nil {
-		return err
-	}
-	if _, err := f.WriteString(strs); err != nil {
-		return err
-	}
-	if _, err := f.Write(records); err != nil {
-		return err
-	}
-	return f.CloseAtomicallyReplace()
+	})
 }
 
 // updateString returns the CRC-32C crc updated with s, which it copies

@@ -560,9 +560,38 @@ func (s *scanner) fillLinks(want map[int]bool, got map[int][]byte) error {
 // Leading slashes are dropped; ".." that would climb above the root is an
 // error, as extraction refuses it.
 func entryPath(name string) (string, error) {
+	if p, ok := cleanRel(name); ok {
+		return p, nil
+	}
 	c := path.Clean(name)
 	if c == ".." || strings.HasPrefix(c, "../") {
 		return "", fmt.Errorf("path %q escapes the root", name)
 	}
 	return relPath(c), nil
+}
+
+// cleanRel returns name without a leading "./" or "/" and a trailing "/"
+// if that leaves a clean relative path, which is what most tar entry
+// names are; false sends the caller to path.Clean.
+func cleanRel(name string) (string, bool) {
+	p := strings.TrimPrefix(name, "./")
+	if len(p) > 0 && p[0] == '/' {
+		p = p[1:]
+	}
+	p = strings.TrimSuffix(p, "/")
+	if p == "" {
+		return "", false
+	}
+	for start := 0; start <= len(p); {
+		end := strings.IndexByte(p[start:], '/')
+		if end < 0 {
+			end = len(p) - start
+		}
+		switch p[start : start+end] {
+		case "", ".", "..":
+			return "", false
+		}
+		start += end + 1
+	}
+	return p, true
 }

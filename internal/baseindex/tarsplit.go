@@ -3,6 +3,7 @@ package baseindex
 import (
 	"archive/tar"
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
@@ -37,14 +38,20 @@ const (
 // crcISO is the CRC-64 table tar-split checksums file contents with.
 var crcISO = crc64.MakeTable(crc64.ISO)
 
-// tarSplitListing lists a layer from its tar-split: the tar headers are
-// the segments, fed to archive/tar with every file's content a hole it
-// seeks over; the contents it reads come from the unpacked files and are
-// checked against the CRC-64 the tar-split records.
+// tarSplitListing lists a layer from its tar-split: each segment holds
+// the padding after the previous file's content and the next entry's
+// header blocks, which parseHeader reads, and the file entry after it
+// gives the size and CRC-64 of the content the tar-split left out. The
+// contents it reads come from the unpacked files and are checked against
+// that CRC-64.
 type tarSplitListing struct {
-	split *splitReader
-	tr    *tar.Reader
-	open  func(string) (io.ReadCloser, error)
+	br   *bufio.Reader
+	open func(string) (io.ReadCloser, error)
+	// pos is the position in the tar stream, to tell a segment's padding.
+	pos  int64
+	done bool
+	line []byte
+	raw  []byte
 	// crcs are the files' checksums by loc, the ordinal of their header.
 	crcs    []uint64
 	hasCRC  []bool
@@ -56,29 +63,89 @@ func newTarSplitListing(r io.Reader, open func(string) (io.ReadCloser, error)) (
 	if err != nil {
 		return nil, fallback("tar-split: %v", err)
 	}
-	sr := &splitReader{br: bufio.NewReaderSize(zr, 256<<10)}
-	return &tarSplitListing{split: sr, tr: tar.NewReader(sr), open: open}, nil
+	return &tarSplitListing{br: bufio.NewReaderSize(zr, 256<<10), open: open}, nil
 }
 
 func (l *tarSplitListing) next() (*tar.Header, *Digest, int, error) {
-	hdr, err := l.tr.Next()
+	for {
+		e, err := l.entry()
+		if err == io.EOF && l.done {
+			return nil, nil, 0, io.EOF
+		}
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		if e.typ != splitSegment {
+			return nil, nil, 0, fallback("tar-split: file entry %q without a header", e.name)
+		}
+		blocks, err := l.segment(e.payload)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		if l.done || len(blocks) == 0 {
+			if !allZero(blocks) {
+				return nil, nil, 0, fallback("tar-split: data after the end of the archive")
+			}
+			continue
+		}
+		hdr, err := parseHeader(blocks)
+		if err == errEndOfArchive {
+			l.done = true
+			continue
+		}
+		if err != nil {
+			return nil, nil, 0, fallback("tar-split: %v", err)
+		}
+		return l.header(hdr)
+	}
+}
+
+// segment returns the header blocks of a segment, its base64 payload,
+// decoding only what follows the padding at its start.
+func (l *tarSplitListing) segment(b64 []byte) ([]byte, error) {
+	n := base64.StdEncoding.DecodedLen(len(b64))
+	for k := len(b64) - 1; k >= 0 && k >= len(b64)-2 && b64[k] == '='; k-- {
+		n--
+	}
+	pad := int((blockSize - l.pos%blockSize) % blockSize)
+	if l.done {
+		pad = 0
+	}
+	l.pos += int64(n)
+	if pad > n {
+		return nil, fallback("tar-split: a segment shorter than the padding before it")
+	}
+	skip := pad / 3
+	l.raw = l.raw[:0]
+	l.raw = append(l.raw, make([]byte, base64.StdEncoding.DecodedLen(len(b64)-skip*4))...)
+	m, err := base64.StdEncoding.Decode(l.raw, b64[skip*4:])
+	if err != nil {
+		return nil, fallback("tar-split: segment: %v", err)
+	}
+	return l.raw[pad%3 : m], nil
+}
+
+// header reads the file entry that follows a header and checks it.
+func (l *tarSplitListing) header(hdr *tar.Header) (*tar.Header, *Digest, int, error) {
+	e, err := l.entry()
 	if err == io.EOF {
-		return nil, nil, 0, err
+		return nil, nil, 0, fallback("tar-split ends after a header")
 	}
-	if err != nil {
-		return nil, nil, 0, fallback("tar-split: %v", err)
-	}
-	f, err := l.split.file()
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	if f.name != hdr.Name || f.size != hdr.Size {
-		return nil, nil, 0, fallback("tar-split: header %q size %d, file entry %q size %d", hdr.Name, hdr.Size, f.name, f.size)
+	if e.typ != splitFile || e.name != hdr.Name || e.size != hdr.Size || e.size < 0 {
+		return nil, nil, 0, fallback("tar-split: header %q size %d, file entry %q size %d", hdr.Name, hdr.Size, e.name, e.size)
+	}
+	l.pos += e.size
+	crc, hasCRC := uint64(0), len(e.payload) == 8
+	if hasCRC {
+		crc = binary.BigEndian.Uint64(e.payload)
 	}
 	loc := l.ordinal
 	l.ordinal++
-	l.crcs = append(l.crcs, f.crc)
-	l.hasCRC = append(l.hasCRC, f.hasCRC)
+	l.crcs = append(l.crcs, crc)
+	l.hasCRC = append(l.hasCRC, hasCRC)
 	return hdr, nil, loc, nil
 }
 
@@ -118,21 +185,8 @@ func readUnpacked(open func(string) (io.ReadCloser, error), p string, size int64
 	return b, nil
 }
 
-// splitReader serves a tar-split's tar stream: the segments' bytes, and
-// a hole of zeros in place of each file's content, which archive/tar
-// seeks over. After each header, file reads the file entry that follows
-// it and opens the hole.
-type splitReader struct {
-	br   *bufio.Reader
-	seg  []byte // the current segment's bytes
-	off  int    // read offset in seg
-	hole int64  // bytes of content left to serve
-	pos  int64  // bytes served so far
-	line []byte
-	err  error
-}
-
-// splitEntry is one tar-split line.
+// splitEntry is one tar-split line; payload is still base64 for a
+// segment, and decoded (a CRC-64) for a file.
 type splitEntry struct {
 	typ     int64
 	name    string
@@ -140,106 +194,34 @@ type splitEntry struct {
 	payload []byte
 }
 
-// fileEntry is a tar-split file entry.
-type fileEntry struct {
-	name   string
-	size   int64
-	crc    uint64
-	hasCRC bool
-}
-
-func (r *splitReader) Read(p []byte) (int, error) {
-	for r.hole == 0 && r.off == len(r.seg) {
-		e, err := r.entry()
-		if err != nil {
-			return 0, err
-		}
-		if e.typ != splitSegment {
-			return 0, fallback("tar-split: file entry %q where the tar stream goes on", e.name)
-		}
-		r.seg, r.off = e.payload, 0
-	}
-	var n int
-	if r.hole > 0 {
-		n = int(min(int64(len(p)), r.hole))
-		clear(p[:n])
-		r.hole -= int64(n)
-	} else {
-		n = copy(p, r.seg[r.off:])
-		r.off += n
-	}
-	r.pos += int64(n)
-	return n, nil
-}
-
-// Seek only moves forward over a hole, which is how archive/tar skips a
-// file's content; Seek(0, io.SeekCurrent) tells the position.
-func (r *splitReader) Seek(offset int64, whence int) (int64, error) {
-	if whence != io.SeekCurrent || offset < 0 || offset > r.hole {
-		return r.pos, errors.New("tar-split: unsupported seek")
-	}
-	r.hole -= offset
-	r.pos += offset
-	return r.pos, nil
-}
-
-// file reads the file entry that follows a header's segment, and opens
-// the hole of its content.
-func (r *splitReader) file() (fileEntry, error) {
-	if r.off != len(r.seg) || r.hole != 0 {
-		return fileEntry{}, fallback("tar-split: a segment goes on past a header")
-	}
-	e, err := r.entry()
-	if err != nil {
-		return fileEntry{}, err
-	}
-	if e.typ != splitFile {
-		return fileEntry{}, fallback("tar-split: a segment where a file entry should be")
-	}
-	f := fileEntry{name: e.name, size: e.size}
-	if len(e.payload) == 8 {
-		f.crc, f.hasCRC = binary.BigEndian.Uint64(e.payload), true
-	}
-	if f.size < 0 {
-		return fileEntry{}, fallback("tar-split: negative size of %q", f.name)
-	}
-	r.hole = f.size
-	return f, nil
-}
-
-// entry reads and parses the next line.
-func (r *splitReader) entry() (splitEntry, error) {
-	if r.err != nil {
-		return splitEntry{}, r.err
-	}
-	line, err := r.br.ReadSlice('\n')
+// entry reads and parses the next line; io.EOF after the last.
+func (l *tarSplitListing) entry() (splitEntry, error) {
+	line, err := l.br.ReadSlice('\n')
 	if err == bufio.ErrBufferFull { // a segment longer than the buffer
-		r.line = append(r.line[:0], line...)
+		l.line = append(l.line[:0], line...)
 		for err == bufio.ErrBufferFull {
-			line, err = r.br.ReadSlice('\n')
-			r.line = append(r.line, line...)
+			line, err = l.br.ReadSlice('\n')
+			l.line = append(l.line, line...)
 		}
-		line = r.line
+		line = l.line
 	}
 	switch {
-	case err == io.EOF && len(line) == 0:
-		r.err = fallback("tar-split ends before the tar stream")
-		return splitEntry{}, r.err
+	case err == io.EOF && len(bytes.TrimSpace(line)) == 0:
+		return splitEntry{}, io.EOF
 	case err != nil && err != io.EOF:
-		r.err = fallback("reading tar-split: %v", err)
-		return splitEntry{}, r.err
+		return splitEntry{}, fallback("reading tar-split: %v", err)
 	}
 	e, err := parseSplitEntry(line)
 	if err != nil {
-		r.err = fallback("tar-split: %v", err)
+		return e, fallback("tar-split: %v", err)
 	}
-	return e, err
+	return e, nil
 }
 
 // parseSplitEntry parses one JSON line: {"type":2,"payload":"<base64>",
 // "position":N} or {"type":1,"name":"...","size":N,"payload":"<base64
 // CRC-64>","position":N}, with "name_raw" (base64) for a name that is not
-// UTF-8.
+// UTF-8. A segment's payload stays base64, a slice of line.
 func parseSplitEntry(line []byte) (splitEntry, error) {
 	var e splitEntry
 	s := jsonScanner{b: line}
@@ -269,7 +251,8 @@ func parseSplitEntry(line []byte) (splitEntry, error) {
 	if err := s.end(); err != nil {
 		return e, err
 	}
-	if payload != nil {
+	e.payload = payload
+	if e.typ == splitFile && payload != nil {
 		e.payload = make([]byte, base64.StdEncoding.DecodedLen(len(payload)))
 		n, err := base64.StdEncoding.Decode(e.payload, payload)
 		if err != nil {

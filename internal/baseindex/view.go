@@ -1,10 +1,12 @@
 package baseindex
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"hash/crc32"
 	"io"
 	"math"
@@ -16,7 +18,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/google/renameio/v2"
 	"golang.org/x/sys/unix"
 )
 
@@ -272,50 +273,91 @@ func (v *view) readDir(dir string) []*Node {
 // atomically. An index whose strings would not fit the format's 32-bit
 // offsets is not cached.
 func writeView(file string, key [sha256.Size]byte, ix *Index) error {
-	nodes := ix.liveNodes()
-	w := viewWriter{interned: map[string]uint32{}}
-	type keyed struct {
-		parent, name string
-		n            *Node
+	groups := ix.dirGroups()
+	count := 0
+	for _, g := range groups {
+		count += len(g.nodes)
 	}
-	sorted := make([]keyed, len(nodes))
-	for i, n := range nodes {
-		parent, name := parentDir(n.Path), baseName(n.Path)
-		if n.Path == "" {
-			parent, name = "", ""
-		}
-		sorted[i] = keyed{parent, name, n}
-	}
-	slices.SortFunc(sorted, func(a, b keyed) int {
-		if c := strings.Compare(a.parent, b.parent); c != 0 {
-			return c
-		}
-		return strings.Compare(a.name, b.name)
-	})
-	recs := make([]byte, len(sorted)*recordSize)
+	w := viewWriter{recs: make([]byte, 0, count*recordSize)} // zeroed: records are only partly written
 	deferred := false
-	for i, k := range sorted {
-		deferred = deferred || k.n.Deferred()
-		var content []byte
-		if k.n.hasContent() {
-			content = ix.content[k.n.Path]
+	for _, g := range groups {
+		w.strs.WriteString(g.dir)
+		parent := viewRef{uint32(w.strs.Len() - len(g.dir)), uint32(len(g.dir))}
+		for _, n := range g.nodes {
+			deferred = deferred || n.Deferred()
+			var content []byte
+			if n.hasContent() {
+				content = ix.content[n.Path]
+			}
+			w.record(parent, n, content)
 		}
-		w.record(recs[i*recordSize:(i+1)*recordSize], k.parent, k.name, k.n, content)
 	}
-	if w.overflow || len(sorted) > math.MaxUint32 {
+	if w.overflow || count > math.MaxUint32 {
 		return nil
 	}
-	payload := make([]byte, 0, viewFixed+len(recs)+w.strs.Len())
+	payload := make([]byte, 0, viewFixed+len(w.recs)+w.strs.Len())
 	payload = append(payload, key[:]...)
-	payload = binary.LittleEndian.AppendUint32(payload, uint32(len(sorted)))
+	payload = binary.LittleEndian.AppendUint32(payload, uint32(count))
 	payload = binary.LittleEndian.AppendUint32(payload, uint32(ix.listed))
 	var flags uint32
 	if deferred {
 		flags |= viewDeferred
 	}
 	payload = binary.LittleEndian.AppendUint32(payload, flags)
-	payload = append(append(payload, recs...), w.strs.Bytes()...)
-	return writeFileAtomically(file, viewHeaderOf(payload), payload)
+	payload = append(append(payload, w.recs...), w.strs.Bytes()...)
+	return writeFileAtomically(file, func(w *bufio.Writer) error {
+		if _, err := w.Write(viewHeaderOf(payload)); err != nil {
+			return err
+		}
+		_, err := w.Write(payload)
+		return err
+	})
+}
+
+// dirGroup is a directory's path and its children sorted by name; the
+// root's group has the root first.
+type dirGroup struct {
+	dir   string
+	nodes []*Node
+}
+
+// dirGroups returns the nodes of an index built in memory in the view's
+// order: grouped by parent directory, the groups sorted by its path,
+// each sorted by name. Every node is in its directory's list of children.
+func (ix *Index) dirGroups() []dirGroup {
+	var dirs []*Node
+	for _, c := range ix.chunks {
+		for i := range c {
+			if c[i].Type == Dir {
+				dirs = append(dirs, &c[i])
+			}
+		}
+	}
+	slices.SortFunc(dirs, func(a, b *Node) int { return strings.Compare(a.Path, b.Path) })
+	groups := make([]dirGroup, 0, len(dirs))
+	type named struct {
+		name string
+		n    *Node
+	}
+	var children []named
+	for _, d := range dirs {
+		children = children[:0]
+		for i := d.first; i != noSlot; i = ix.node(i).next {
+			if n := ix.node(i); n.Type != 0 {
+				children = append(children, named{baseName(n.Path), n})
+			}
+		}
+		slices.SortFunc(children, func(a, b named) int { return strings.Compare(a.name, b.name) })
+		g := dirGroup{dir: d.Path, nodes: make([]*Node, 0, len(children)+1)}
+		if d.Path == "" {
+			g.nodes = append(g.nodes, d)
+		}
+		for _, c := range children {
+			g.nodes = append(g.nodes, c.n)
+		}
+		groups = append(groups, g)
+	}
+	return groups
 }
 
 func viewHeaderOf(payload []byte) []byte {
@@ -327,62 +369,85 @@ func viewHeaderOf(payload []byte) []byte {
 	return h
 }
 
-// writeFileAtomically writes header and payload to file through a
-// temporary file in its directory, renamed into place.
-func writeFileAtomically(file string, header, payload []byte) error {
+// writeFileAtomically writes parts to file through a temporary file in
+// its directory, renamed into place: a reader sees the old file or the
+// new one. It does not fsync: a cache file a crash leaves torn fails its
+// checksum and is rebuilt, and syncing fifty of them would cost a cold
+// build tens of milliseconds.
+func writeFileAtomically(file string, write func(w *bufio.Writer) error) (err error) {
 	dir := filepath.Dir(file)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	f, err := renameio.NewPendingFile(file, renameio.WithPermissions(0o644), renameio.WithExistingPermissions(), renameio.WithTempDir(dir))
+	f, err := os.CreateTemp(dir, "."+filepath.Base(file)+".tmp-")
 	if err != nil {
 		return err
 	}
-	defer f.Cleanup()
-	if _, err := f.Write(header); err != nil {
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, os.Remove(f.Name()))
+		}
+	}()
+	err = f.Chmod(0o644)
+	if err == nil {
+		bw := bufio.NewWriterSize(f, 256<<10)
+		if err = write(bw); err == nil {
+			err = bw.Flush()
+		}
+	}
+	if err = errors.Join(err, f.Close()); err != nil {
 		return err
 	}
-	if _, err := f.Write(payload); err != nil {
-		return err
-	}
-	return f.CloseAtomicallyReplace()
+	return os.Rename(f.Name(), file)
 }
 
-// viewWriter lays out a view's strings, each parent path and target once.
+// viewWriter lays out a view's records and strings.
 type viewWriter struct {
+	recs     []byte
 	strs     bytes.Buffer
-	interned map[string]uint32
 	overflow bool
 }
 
-// ref appends s (once, if interned) and writes its reference at r.
-func (w *viewWriter) ref(r []byte, s []byte, intern bool) {
-	off, ok := uint32(0), false
-	if intern {
-		off, ok = w.interned[string(s)]
+// viewRef is a string of a view: its offset and length.
+type viewRef struct{ off, n uint32 }
+
+// str appends s to the strings and returns its reference.
+func (w *viewWriter) str(s string) viewRef {
+	if uint64(w.strs.Len())+uint64(len(s)) > math.MaxUint32 {
+		w.overflow = true
+		return viewRef{}
 	}
-	if !ok {
-		if uint64(w.strs.Len())+uint64(len(s)) > math.MaxUint32 {
-			w.overflow = true
-			return
-		}
-		off = uint32(w.strs.Len())
-		w.strs.Write(s)
-		if intern {
-			w.interned[string(s)] = off
-		}
-	}
-	binary.LittleEndian.PutUint32(r, off)
-	binary.LittleEndian.PutUint32(r[4:], uint32(len(s)))
+	r := viewRef{uint32(w.strs.Len()), uint32(len(s))}
+	w.strs.WriteString(s)
+	return r
 }
 
-// record encodes node n at r.
-func (w *viewWriter) record(r []byte, parent, name string, n *Node, content []byte) {
-	w.ref(r[0:], []byte(parent), true)
-	w.ref(r[8:], []byte(name), false)
-	w.ref(r[16:], []byte(n.Target), true)
-	w.ref(r[24:], []byte(n.LinkedTarget), true)
-	w.ref(r[32:], content, false)
+// bytes is str for bytes.
+func (w *viewWriter) bytes(b []byte) viewRef {
+	if uint64(w.strs.Len())+uint64(len(b)) > math.MaxUint32 {
+		w.overflow = true
+		return viewRef{}
+	}
+	r := viewRef{uint32(w.strs.Len()), uint32(len(b))}
+	w.strs.Write(b)
+	return r
+}
+
+// record appends the record of n, whose parent's path is parent.
+func (w *viewWriter) record(parent viewRef, n *Node, content []byte) {
+	w.recs = w.recs[:len(w.recs)+recordSize]
+	r := w.recs[len(w.recs)-recordSize:]
+	put := func(k int, ref viewRef) {
+		binary.LittleEndian.PutUint32(r[k:], ref.off)
+		binary.LittleEndian.PutUint32(r[k+4:], ref.n)
+	}
+	put(0, parent)
+	if n.Path != "" {
+		put(8, w.str(baseName(n.Path)))
+	}
+	put(16, w.str(n.Target))
+	put(24, w.str(n.LinkedTarget))
+	put(32, w.bytes(content))
 	binary.LittleEndian.PutUint64(r[40:], uint64(n.Size))
 	binary.LittleEndian.PutUint32(r[48:], n.Mode)
 	binary.LittleEndian.PutUint32(r[52:], n.UID)
@@ -398,17 +463,4 @@ func (w *viewWriter) record(r []byte, parent, name string, n *Node, content []by
 		r[62] |= recordDeferred
 	}
 	copy(r[64:], n.Digest[:])
-}
-
-// liveNodes returns the nodes of an index built in memory.
-func (ix *Index) liveNodes() []*Node {
-	var out []*Node
-	for _, c := range ix.chunks {
-		for i := range c {
-			if c[i].Type != 0 {
-				out = append(out, &c[i])
-			}
-		}
-	}
-	return out
 }
