@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"strings"
+	"unsafe"
 
 	digest "github.com/opencontainers/go-digest"
 )
@@ -130,19 +131,15 @@ func writeCache(file string, d digest.Digest, strs string, records []byte) error
 		}
 		_, err := w.Write(records)
 		return err
-	})
+	}, nil)
 }
 
-// updateString returns the CRC-32C crc updated with s, which it copies
-// through a small buffer rather than whole.
+// updateString returns the CRC-32C crc updated with s, read in place.
 func updateString(crc uint32, s string) uint32 {
-	var buf [4 << 10]byte
-	for len(s) > 0 {
-		n := copy(buf[:], s)
-		crc = crc32.Update(crc, crcTable, buf[:n])
-		s = s[n:]
+	if s == "" {
+		return crc
 	}
-	return crc
+	return crc32.Update(crc, crcTable, unsafe.Slice(unsafe.StringData(s), len(s))) // crc32 only reads it
 }
 
 func appendString(b []byte, s string) []byte {

@@ -6,8 +6,11 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -302,5 +305,40 @@ func TestCacheDirNotWritable(t *testing.T) {
 	_, err := baseindex.Build(context.Background(), descriptors(gzLayers(t, cacheLayers...)), baseindex.Options{CacheDir: dir})
 	if err == nil {
 		t.Fatal("Build() succeeded, want an error writing the cache")
+	}
+}
+
+// TestBuildTightensGC: the garbage collector runs at 30% while an index
+// built in memory lives, and as before once it is garbage; an index read
+// from the view changes nothing.
+func TestBuildTightensGC(t *testing.T) {
+	if os.Getenv("GOGC") != "" {
+		t.Skip("GOGC is set: Build leaves the collector alone")
+	}
+	gcPercent := func() int { p := debug.SetGCPercent(100); debug.SetGCPercent(p); return p }
+	before := gcPercent()
+	dir := t.TempDir()
+	layers := descriptors(gzLayers(t, cacheLayers...))
+	ix, err := baseindex.Build(context.Background(), layers, baseindex.Options{CacheDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := gcPercent(); got != 30 {
+		t.Errorf("GC percent with an index in memory = %d, want 30", got)
+	}
+	runtime.KeepAlive(ix)
+	ix = nil
+	for i := 0; i < 100 && gcPercent() != before; i++ {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := gcPercent(); got != before {
+		t.Errorf("GC percent once the index is garbage = %d, want %d", got, before)
+	}
+	if _, err := baseindex.Build(context.Background(), layers, baseindex.Options{CacheDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	if got := gcPercent(); got != before {
+		t.Errorf("GC percent with an index from the view = %d, want %d", got, before)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"unsafe"
 )
 
 // jsonScanner reads the JSON of a tar-split line or a table of contents
@@ -162,6 +163,19 @@ func (s *jsonScanner) str() string {
 		return ""
 	}
 	return string(s.bytes())
+}
+
+// view reads a string, or null as "", as a string that shares the
+// input's memory: for input that is never modified.
+func (s *jsonScanner) view() string {
+	if s.null() {
+		return ""
+	}
+	b := s.bytes()
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }
 
 // null consumes a null and reports whether there was one.

@@ -44,7 +44,10 @@ func fallback(format string, args ...any) error {
 // in which case its digest is computed from it. Contents that do not
 // match the listing's digest or size are a fallback.
 func scanListing(ctx context.Context, lst listing) (*scanned, error) {
-	s := newScanner(nil)
+	s := newListScanner()
+	if c, ok := lst.(interface{ count() int }); ok {
+		s.entries = make([]entry, 0, c.count())
+	}
 	var kept []int
 	locs := map[int]int{} // entry index -> loc, for the regular files
 	for {

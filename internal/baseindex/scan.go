@@ -226,14 +226,14 @@ type recentFile struct {
 }
 
 func newScanner(want map[int]bool) *scanner {
-	return &scanner{
-		hash:    sha256.New(),
-		buf:     make([]byte, copyBuffer),
-		kept:    map[string][]byte{},
-		want:    want,
-		scanned: newScanned(),
-		got:     map[int][]byte{},
-	}
+	s := newListScanner()
+	s.hash, s.buf, s.want = sha256.New(), make([]byte, copyBuffer), want
+	return s
+}
+
+// newListScanner returns a scanner for listings, which hash nothing.
+func newListScanner() *scanner {
+	return &scanner{kept: map[string][]byte{}, scanned: newScanned(), got: map[int][]byte{}}
 }
 
 // readTar reads every entry of a tar stream.

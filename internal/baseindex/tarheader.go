@@ -15,7 +15,7 @@ const blockSize = 512
 // errEndOfArchive is what parseHeader returns for a zero block.
 var errEndOfArchive = errors.New("end of archive")
 
-// parseHeader parses the header blocks of one tar entry — PAX extended
+// parseHeader parses into hdr the header blocks of one tar entry — PAX extended
 // headers and GNU long names first, then the entry's own header — into
 // the fields mcbake reads: name, type flag, mode, owners, size and link
 // name, with archive/tar's rules (USTAR prefixes, base-256 numbers, PAX
@@ -24,38 +24,38 @@ var errEndOfArchive = errors.New("end of archive")
 // more than mcbake needs (each header byte decoded as UTF-8) at a cost
 // that shows at a hundred thousand headers. It returns errEndOfArchive
 // for a zero block.
-func parseHeader(blocks []byte) (*tar.Header, error) {
+func parseHeader(blocks []byte, hdr *tar.Header) error {
 	var pax map[string]string
 	var longName, longLink string
 	for {
 		if len(blocks) < blockSize {
-			return nil, errors.New("truncated tar header")
+			return errors.New("truncated tar header")
 		}
 		blk := blocks[:blockSize]
 		blocks = blocks[blockSize:]
 		if allZero(blk) {
-			return nil, errEndOfArchive
+			return errEndOfArchive
 		}
 		if err := checksum(blk); err != nil {
-			return nil, err
+			return err
 		}
 		typ := blk[156]
 		size, err := parseNumber(blk[124:136])
 		if err != nil {
-			return nil, fmt.Errorf("size: %w", err)
+			return fmt.Errorf("size: %w", err)
 		}
 		switch typ {
 		case tar.TypeXHeader, tar.TypeGNULongName, tar.TypeGNULongLink:
 			n := (size + blockSize - 1) / blockSize * blockSize
 			if size < 0 || n > int64(len(blocks)) {
-				return nil, errors.New("truncated tar header data")
+				return errors.New("truncated tar header data")
 			}
 			data := blocks[:size]
 			blocks = blocks[n:]
 			switch typ {
 			case tar.TypeXHeader:
 				if pax, err = parsePAX(data, pax); err != nil {
-					return nil, err
+					return err
 				}
 			case tar.TypeGNULongName:
 				longName = cString(data)
@@ -64,9 +64,8 @@ func parseHeader(blocks []byte) (*tar.Header, error) {
 			}
 			continue
 		}
-		hdr, err := header(blk, typ, size)
-		if err != nil {
-			return nil, err
+		if err := header(hdr, blk, typ, size); err != nil {
+			return err
 		}
 		if longName != "" {
 			hdr.Name = longName
@@ -75,7 +74,7 @@ func parseHeader(blocks []byte) (*tar.Header, error) {
 			hdr.Linkname = longLink
 		}
 		if err := applyPAX(hdr, pax); err != nil {
-			return nil, err
+			return err
 		}
 		if hdr.Typeflag == tar.TypeRegA {
 			hdr.Typeflag = tar.TypeReg
@@ -84,19 +83,18 @@ func parseHeader(blocks []byte) (*tar.Header, error) {
 			}
 		}
 		if !allZero(blocks) {
-			return nil, errors.New("data after a tar header")
+			return errors.New("data after a tar header")
 		}
-		return hdr, nil
+		return nil
 	}
 }
 
-// header parses an entry's own header block.
-func header(blk []byte, typ byte, size int64) (*tar.Header, error) {
-	hdr := &tar.Header{Typeflag: typ, Size: size, Name: cString(blk[0:100]), Linkname: cString(blk[157:257])}
-	var err error
+// header parses an entry's own header block into hdr.
+func header(hdr *tar.Header, blk []byte, typ byte, size int64) error {
+	*hdr = tar.Header{Typeflag: typ, Size: size, Name: cString(blk[0:100]), Linkname: cString(blk[157:257])}
 	mode, err := parseNumber(blk[100:108])
 	if err != nil {
-		return nil, fmt.Errorf("mode: %w", err)
+		return fmt.Errorf("mode: %w", err)
 	}
 	hdr.Mode = mode
 	for _, f := range []struct {
@@ -106,7 +104,7 @@ func header(blk []byte, typ byte, size int64) (*tar.Header, error) {
 	}{{&hdr.Uid, blk[108:116], "uid"}, {&hdr.Gid, blk[116:124], "gid"}} {
 		n, err := parseNumber(f.b)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f.name, err)
+			return fmt.Errorf("%s: %w", f.name, err)
 		}
 		*f.v = int(n)
 	}
@@ -121,7 +119,7 @@ func header(blk []byte, typ byte, size int64) (*tar.Header, error) {
 			hdr.Name = p + "/" + hdr.Name
 		}
 	}
-	return hdr, err
+	return nil
 }
 
 // checksum checks a header block's checksum, which archive/tar accepts

@@ -36,8 +36,8 @@ func TestParseHeader(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := parseHeader(raw)
-			if err != nil {
+			got := new(tar.Header)
+			if err := parseHeader(raw, got); err != nil {
 				t.Fatalf("parseHeader() error = %v", err)
 			}
 			pick := func(h *tar.Header) []any { return []any{h.Name, h.Typeflag, h.Mode, h.Uid, h.Gid, h.Size, h.Linkname} }
@@ -73,7 +73,7 @@ func TestParseHeaderErrors(t *testing.T) {
 		{"trailing data", append(bytes.Clone(good), bytes.Repeat([]byte{1}, 512)...), "data after"},
 	}
 	for _, tt := range tests {
-		if _, err := parseHeader(tt.blocks); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if err := parseHeader(tt.blocks, new(tar.Header)); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: parseHeader() error = %v, want one containing %q", tt.name, err, tt.want)
 		}
 	}

@@ -56,6 +56,7 @@ type tarSplitListing struct {
 	crcs    []uint64
 	hasCRC  []bool
 	ordinal int
+	hdr     tar.Header
 }
 
 func newTarSplitListing(r io.Reader, open func(string) (io.ReadCloser, error)) (*tarSplitListing, error) {
@@ -88,7 +89,7 @@ func (l *tarSplitListing) next() (*tar.Header, *Digest, int, error) {
 			}
 			continue
 		}
-		hdr, err := parseHeader(blocks)
+		err = parseHeader(blocks, &l.hdr) // the scanner keeps no header
 		if err == errEndOfArchive {
 			l.done = true
 			continue
@@ -96,7 +97,7 @@ func (l *tarSplitListing) next() (*tar.Header, *Digest, int, error) {
 		if err != nil {
 			return nil, nil, 0, fallback("tar-split: %v", err)
 		}
-		return l.header(hdr)
+		return l.header(&l.hdr)
 	}
 }
 

@@ -110,18 +110,30 @@ type tocListing struct {
 	// one.
 	ends []int64
 	i    int
+	hdr  tar.Header
 }
 
 // tocEntry is one entry of a TOC, chunks merged into their file.
 type tocEntry struct {
-	name, link    string
-	typ           byte
-	mode, size    int64
-	uid, gid      int64
-	digest        string
-	offset, end   int64
-	chunks        []tocChunk
-	isChunk, skip bool
+	name, link  string
+	mode, size  int64
+	uid, gid    int64
+	offset, end int64
+	// first is where the content starts, more where the eStargz chunks
+	// after it are.
+	first  tocChunk
+	more   []tocChunk
+	digest Digest
+	typ    byte
+	// hasDigest is set for a valid sha256 digest, badDigest for any
+	// other.
+	hasDigest, badDigest bool
+	isChunk, skip        bool
+}
+
+// chunks returns all of the entry's chunks.
+func (e *tocEntry) chunks() []tocChunk {
+	return append([]tocChunk{e.first}, e.more...)
 }
 
 // tocChunk is where a part of an eStargz file's content is.
@@ -294,7 +306,8 @@ var tocTypes = map[string]byte{
 // path twice is not used: the order of a TOC's entries is not promised
 // to be the tar stream's, and only then does it matter.
 func parseTOC(t *TOC, format tocFormat, json []byte, tocOffset int64) (*tocListing, error) {
-	l := &tocListing{toc: t, format: format}
+	// A name per entry: enough room for them all at once.
+	l := &tocListing{toc: t, format: format, entries: make([]tocEntry, 0, bytes.Count(json, []byte(`"name"`)))}
 	s := jsonScanner{b: json}
 	version := int64(-1)
 	s.object(func(key []byte) {
@@ -324,11 +337,11 @@ func (s *jsonScanner) entry() tocEntry {
 	s.object(func(key []byte) {
 		switch string(key) {
 		case "type":
-			typ = s.str()
+			typ = s.view()
 		case "name":
-			e.name = s.str()
+			e.name = s.view() // the TOC's JSON is never modified
 		case "linkName":
-			e.link = s.str()
+			e.link = s.view()
 		case "mode":
 			e.mode = s.int()
 		case "size":
@@ -338,7 +351,13 @@ func (s *jsonScanner) entry() tocEntry {
 		case "gid":
 			e.gid = s.int()
 		case "digest":
-			e.digest = s.str()
+			e.hasDigest, e.badDigest = false, false
+			if d := s.bytes(); len(d) > 0 {
+				hexSum, ok := bytes.CutPrefix(d, []byte("sha256:"))
+				n, err := hex.Decode(e.digest[:], hexSum)
+				e.hasDigest = ok && err == nil && n == len(e.digest)
+				e.badDigest = !e.hasDigest
+			}
 		case "offset":
 			e.offset = s.int()
 		case "endOffset":
@@ -352,7 +371,7 @@ func (s *jsonScanner) entry() tocEntry {
 		}
 	})
 	c.offset = e.offset
-	e.chunks = []tocChunk{c}
+	e.first = c
 	if typ == "chunk" {
 		e.isChunk = true
 		return e
@@ -369,7 +388,7 @@ func (l *tocListing) addEntry(e tocEntry) {
 	if e.isChunk {
 		if n := len(l.entries); n > 0 && l.entries[n-1].typ == tar.TypeReg {
 			last := &l.entries[n-1]
-			last.chunks = append(last.chunks, e.chunks[0])
+			last.more = append(last.more, e.first)
 			last.end = max(last.end, e.end)
 			return
 		}
@@ -400,10 +419,13 @@ func (l *tocListing) check(tocOffset int64) error {
 		if e.size < 0 || e.offset < 0 || e.end < 0 {
 			return fallback("table of contents: entry %q has a negative size or offset", e.name)
 		}
+		if l.format != estargz {
+			continue // zstd:chunked entries say where their data ends
+		}
 		if e.offset > 0 {
 			l.ends = append(l.ends, e.offset)
 		}
-		for _, c := range e.chunks {
+		for _, c := range e.more {
 			if c.offset > 0 {
 				l.ends = append(l.ends, c.offset)
 			}
@@ -425,28 +447,24 @@ func (l *tocListing) next() (*tar.Header, *Digest, int, error) {
 	i := l.i
 	l.i++
 	e := &l.entries[i]
-	hdr := &tar.Header{Name: e.name, Typeflag: e.typ, Mode: e.mode, Uid: int(e.uid), Gid: int(e.gid), Linkname: e.link}
+	// The header is the listing's own: the scanner keeps none.
+	l.hdr = tar.Header{Name: e.name, Typeflag: e.typ, Mode: e.mode, Uid: int(e.uid), Gid: int(e.gid), Linkname: e.link}
 	if e.typ != tar.TypeReg {
-		return hdr, nil, i, nil
+		return &l.hdr, nil, i, nil
 	}
-	hdr.Size = e.size
-	sum, err := fileDigest(e)
-	return hdr, sum, i, err
+	l.hdr.Size = e.size
+	switch {
+	case e.hasDigest:
+		return &l.hdr, &e.digest, i, nil
+	case !e.badDigest && e.size == 0: // an empty file may have none
+		e.digest = sha256.Sum256(nil)
+		return &l.hdr, &e.digest, i, nil
+	}
+	return nil, nil, 0, fallback("table of contents: %q has no sha256 digest", e.name)
 }
 
-// fileDigest parses a regular file's digest; an empty file may have none.
-func fileDigest(e *tocEntry) (*Digest, error) {
-	if e.digest == "" && e.size == 0 {
-		sum := Digest(sha256.Sum256(nil))
-		return &sum, nil
-	}
-	hexSum, ok := strings.CutPrefix(e.digest, "sha256:")
-	var sum Digest
-	if n, err := hex.Decode(sum[:], []byte(hexSum)); !ok || err != nil || n != len(sum) {
-		return nil, fallback("table of contents: %q has no sha256 digest", e.name)
-	}
-	return &sum, nil
-}
+// count is how many entries the listing has, at most.
+func (l *tocListing) count() int { return len(l.entries) }
 
 // read reads the compressed ranges of the files in one ReadRanges call
 // (one request to a registry) and decompresses them.
@@ -487,7 +505,7 @@ func (l *tocListing) read(ctx context.Context, files []listedFile) ([][]byte, er
 			out[i] = []byte{}
 			continue
 		}
-		n := len(e.chunks)
+		n := 1 + len(e.more)
 		if l.format == zstdChunked {
 			n = 1
 		}
@@ -511,7 +529,7 @@ func (l *tocListing) ranges(e *tocEntry) ([]Range, error) {
 		return []Range{{e.offset, e.end - e.offset}}, nil
 	}
 	var rs []Range
-	for _, c := range e.chunks {
+	for _, c := range e.chunks() {
 		k, _ := slices.BinarySearch(l.ends, c.offset+1)
 		if c.offset == 0 || k == len(l.ends) {
 			return nil, fallback("table of contents: %q has no data range", e.name)
@@ -527,10 +545,11 @@ func (l *tocListing) decompress(dec *zstd.Decoder, e *tocEntry, parts [][]byte) 
 		return dec.DecodeAll(parts[0], make([]byte, 0, e.size))
 	}
 	out := make([]byte, 0, e.size)
-	for k, c := range e.chunks {
+	chunks := e.chunks()
+	for k, c := range chunks {
 		end := e.size
-		if k+1 < len(e.chunks) {
-			end = e.chunks[k+1].start
+		if k+1 < len(chunks) {
+			end = chunks[k+1].start
 		}
 		if c.start != int64(len(out)) || end < c.start {
 			return nil, errors.New("chunks out of order")

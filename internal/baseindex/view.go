@@ -270,48 +270,129 @@ func (v *view) readDir(dir string) []*Node {
 }
 
 // writeView caches ix, the merged index of the chain key, at file
-// atomically. An index whose strings would not fit the format's 32-bit
-// offsets is not cached.
+// atomically. It streams the file in two passes over the nodes, the
+// records and then their strings, whose offsets the first pass counts,
+// so that it holds no copy of the view. An index whose strings would not
+// fit the format's 32-bit offsets is not cached.
 func writeView(file string, key [sha256.Size]byte, ix *Index) error {
 	groups := ix.dirGroups()
-	count := 0
+	count, deferred, strsLen := 0, false, uint64(0)
 	for _, g := range groups {
 		count += len(g.nodes)
-	}
-	w := viewWriter{recs: make([]byte, 0, count*recordSize)} // zeroed: records are only partly written
-	deferred := false
-	for _, g := range groups {
-		w.strs.WriteString(g.dir)
-		parent := viewRef{uint32(w.strs.Len() - len(g.dir)), uint32(len(g.dir))}
+		strsLen += uint64(len(g.dir))
 		for _, n := range g.nodes {
 			deferred = deferred || n.Deferred()
-			var content []byte
-			if n.hasContent() {
-				content = ix.content[n.Path]
-			}
-			w.record(parent, n, content)
+			strsLen += uint64(len(baseName(n.Path)) + len(n.Target) + len(n.LinkedTarget) + len(ix.kept(n)))
 		}
 	}
-	if w.overflow || count > math.MaxUint32 {
+	if strsLen > math.MaxUint32 || count > math.MaxUint32 {
 		return nil
 	}
-	payload := make([]byte, 0, viewFixed+len(w.recs)+w.strs.Len())
-	payload = append(payload, key[:]...)
-	payload = binary.LittleEndian.AppendUint32(payload, uint32(count))
-	payload = binary.LittleEndian.AppendUint32(payload, uint32(ix.listed))
+	fixed := make([]byte, 0, viewFixed)
+	fixed = append(fixed, key[:]...)
+	fixed = binary.LittleEndian.AppendUint32(fixed, uint32(count))
+	fixed = binary.LittleEndian.AppendUint32(fixed, uint32(ix.listed))
 	var flags uint32
 	if deferred {
 		flags |= viewDeferred
 	}
-	payload = binary.LittleEndian.AppendUint32(payload, flags)
-	payload = append(append(payload, w.recs...), w.strs.Bytes()...)
+	fixed = binary.LittleEndian.AppendUint32(fixed, flags)
+	length := uint64(len(fixed)) + uint64(count)*recordSize + strsLen
+	var cw crcWriter
 	return writeFileAtomically(file, func(w *bufio.Writer) error {
-		if _, err := w.Write(viewHeaderOf(payload)); err != nil {
+		cw.w = w
+		if _, err := w.Write(viewHeaderOf(length, 0)); err != nil { // the checksum comes last
 			return err
 		}
-		_, err := w.Write(payload)
-		return err
-	})
+		cw.Write(fixed)
+		writeRecords(&cw, groups, ix)
+		writeStrings(&cw, groups, ix)
+		return nil
+	}, func() []byte { return viewHeaderOf(length, cw.crc) })
+}
+
+// kept returns n's kept content.
+func (ix *Index) kept(n *Node) []byte {
+	if !n.hasContent() {
+		return nil
+	}
+	return ix.content[n.Path]
+}
+
+// writeRecords writes every node's record, the strings' offsets counted
+// in the order writeStrings writes them.
+func writeRecords(w io.Writer, groups []dirGroup, ix *Index) {
+	var off uint32
+	ref := func(r []byte, k int, n int) {
+		binary.LittleEndian.PutUint32(r[k:], off)
+		binary.LittleEndian.PutUint32(r[k+4:], uint32(n))
+		off += uint32(n)
+	}
+	var r [recordSize]byte
+	for _, g := range groups {
+		parent := off
+		off += uint32(len(g.dir))
+		for _, n := range g.nodes {
+			r = [recordSize]byte{}
+			binary.LittleEndian.PutUint32(r[0:], parent)
+			binary.LittleEndian.PutUint32(r[4:], uint32(len(g.dir)))
+			ref(r[:], 8, len(baseName(n.Path)))
+			ref(r[:], 16, len(n.Target))
+			ref(r[:], 24, len(n.LinkedTarget))
+			ref(r[:], 32, len(ix.kept(n)))
+			encodeRecord(r[:], n)
+			w.Write(r[:])
+		}
+	}
+}
+
+// writeStrings writes the strings writeRecords referred to.
+func writeStrings(w *crcWriter, groups []dirGroup, ix *Index) {
+	for _, g := range groups {
+		w.WriteString(g.dir)
+		for _, n := range g.nodes {
+			w.WriteString(baseName(n.Path))
+			w.WriteString(n.Target)
+			w.WriteString(n.LinkedTarget)
+			w.Write(ix.kept(n))
+		}
+	}
+}
+
+// encodeRecord writes n's fields but its strings into its record r.
+func encodeRecord(r []byte, n *Node) {
+	binary.LittleEndian.PutUint64(r[40:], uint64(n.Size))
+	binary.LittleEndian.PutUint32(r[48:], n.Mode)
+	binary.LittleEndian.PutUint32(r[52:], n.UID)
+	binary.LittleEndian.PutUint32(r[56:], n.GID)
+	r[60], r[61] = byte(n.Type), byte(n.LinkedType)
+	if n.Implied {
+		r[62] |= recordImplied
+	}
+	if n.hasContent() {
+		r[62] |= recordContent
+	}
+	if n.Deferred() {
+		r[62] |= recordDeferred
+	}
+	copy(r[64:], n.Digest[:])
+}
+
+// crcWriter checksums what it writes to a file's buffered writer, which
+// reports any error at its Flush.
+type crcWriter struct {
+	w   *bufio.Writer
+	crc uint32
+}
+
+func (c *crcWriter) Write(b []byte) (int, error) {
+	c.crc = crc32.Update(c.crc, crcTable, b)
+	return c.w.Write(b)
+}
+
+func (c *crcWriter) WriteString(s string) (int, error) {
+	c.crc = updateString(c.crc, s)
+	return c.w.WriteString(s)
 }
 
 // dirGroup is a directory's path and its children sorted by name; the
@@ -360,21 +441,25 @@ func (ix *Index) dirGroups() []dirGroup {
 	return groups
 }
 
-func viewHeaderOf(payload []byte) []byte {
+// viewHeaderOf returns a view file's header for a payload of length
+// bytes whose checksum is crc.
+func viewHeaderOf(length uint64, crc uint32) []byte {
 	h := make([]byte, viewHeader)
 	v := h[copy(h, viewMagic):]
 	binary.LittleEndian.PutUint32(v, viewVersion)
-	binary.LittleEndian.PutUint64(v[4:], uint64(len(payload)))
-	binary.LittleEndian.PutUint32(v[12:], crc32.Checksum(payload, crcTable))
+	binary.LittleEndian.PutUint64(v[4:], length)
+	binary.LittleEndian.PutUint32(v[12:], crc)
 	return h
 }
 
-// writeFileAtomically writes parts to file through a temporary file in
-// its directory, renamed into place: a reader sees the old file or the
-// new one. It does not fsync: a cache file a crash leaves torn fails its
-// checksum and is rebuilt, and syncing fifty of them would cost a cold
-// build tens of milliseconds.
-func writeFileAtomically(file string, write func(w *bufio.Writer) error) (err error) {
+// writeFileAtomically writes file through a temporary file in its
+// directory, renamed into place: a reader sees the old file or the new
+// one. write writes the content; header, when not nil, is then written
+// over its start (a header with a checksum of what follows). It does not
+// fsync: a cache file a crash leaves torn fails its checksum and is
+// rebuilt, and syncing fifty of them would cost a cold build tens of
+// milliseconds.
+func writeFileAtomically(file string, write func(w *bufio.Writer) error, header func() []byte) (err error) {
 	dir := filepath.Dir(file)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -395,72 +480,11 @@ func writeFileAtomically(file string, write func(w *bufio.Writer) error) (err er
 			err = bw.Flush()
 		}
 	}
+	if err == nil && header != nil {
+		_, err = f.WriteAt(header(), 0)
+	}
 	if err = errors.Join(err, f.Close()); err != nil {
 		return err
 	}
 	return os.Rename(f.Name(), file)
-}
-
-// viewWriter lays out a view's records and strings.
-type viewWriter struct {
-	recs     []byte
-	strs     bytes.Buffer
-	overflow bool
-}
-
-// viewRef is a string of a view: its offset and length.
-type viewRef struct{ off, n uint32 }
-
-// str appends s to the strings and returns its reference.
-func (w *viewWriter) str(s string) viewRef {
-	if uint64(w.strs.Len())+uint64(len(s)) > math.MaxUint32 {
-		w.overflow = true
-		return viewRef{}
-	}
-	r := viewRef{uint32(w.strs.Len()), uint32(len(s))}
-	w.strs.WriteString(s)
-	return r
-}
-
-// bytes is str for bytes.
-func (w *viewWriter) bytes(b []byte) viewRef {
-	if uint64(w.strs.Len())+uint64(len(b)) > math.MaxUint32 {
-		w.overflow = true
-		return viewRef{}
-	}
-	r := viewRef{uint32(w.strs.Len()), uint32(len(b))}
-	w.strs.Write(b)
-	return r
-}
-
-// record appends the record of n, whose parent's path is parent.
-func (w *viewWriter) record(parent viewRef, n *Node, content []byte) {
-	w.recs = w.recs[:len(w.recs)+recordSize]
-	r := w.recs[len(w.recs)-recordSize:]
-	put := func(k int, ref viewRef) {
-		binary.LittleEndian.PutUint32(r[k:], ref.off)
-		binary.LittleEndian.PutUint32(r[k+4:], ref.n)
-	}
-	put(0, parent)
-	if n.Path != "" {
-		put(8, w.str(baseName(n.Path)))
-	}
-	put(16, w.str(n.Target))
-	put(24, w.str(n.LinkedTarget))
-	put(32, w.bytes(content))
-	binary.LittleEndian.PutUint64(r[40:], uint64(n.Size))
-	binary.LittleEndian.PutUint32(r[48:], n.Mode)
-	binary.LittleEndian.PutUint32(r[52:], n.UID)
-	binary.LittleEndian.PutUint32(r[56:], n.GID)
-	r[60], r[61] = byte(n.Type), byte(n.LinkedType)
-	if n.Implied {
-		r[62] |= recordImplied
-	}
-	if n.hasContent() {
-		r[62] |= recordContent
-	}
-	if n.Deferred() {
-		r[62] |= recordDeferred
-	}
-	copy(r[64:], n.Digest[:])
 }
