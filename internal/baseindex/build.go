@@ -78,13 +78,13 @@ type Options struct {
 // as soon as it and the layers below it are read, and then forgotten.
 //
 // With a CacheDir, the merged index of the chain is cached too, and a
-// Build of a cached chain reads that one file and no layer's. From the
-// time it reads layers until the index it built in memory is garbage,
-// Build has the garbage collector run when the heap has grown by 30%
-// rather than doubled (debug.SetGCPercent(30), then restored), unless
-// the environment sets GOGC: the index is most of the heap, and this
-// keeps a 500k-entry base under 200 MB. An index read from the cache's
-// merged view is mapped, and changes nothing.
+// Build of a cached chain reads that one file and no layer's. Once the
+// index it builds in memory has 250k nodes, and until the index is
+// garbage, Build has the garbage collector run when the heap has grown by
+// 30% rather than doubled (debug.SetGCPercent(30), then restored),
+// unless the environment sets GOGC: the index is then most of the heap,
+// and this keeps a 500k-entry base under 200 MB. An index read from the
+// cache's merged view is mapped, and changes nothing.
 func Build(ctx context.Context, layers []Layer, opts Options) (*Index, error) {
 	for _, l := range layers {
 		if err := l.Digest.Validate(); err != nil {
@@ -99,32 +99,35 @@ func Build(ctx context.Context, layers []Layer, opts Options) (*Index, error) {
 			return ix, nil
 		}
 	}
-	release := tightGC()
-	ix, err := build(ctx, layers, opts)
+	var gc gcHold
+	ix, err := build(ctx, layers, opts, &gc)
 	if err == nil && cached != "" {
 		if err = writeView(cached, key, ix); err != nil {
 			err = fmt.Errorf("writing index cache: %w", err)
 		}
 	}
 	if err != nil {
-		release()
+		gc.release()
 		return nil, err
 	}
-	// The collector stays tight for as long as the index is kept: what a
-	// caller does with it allocates on top of it.
-	runtime.AddCleanup(ix, func(release func()) { release() }, release)
+	if gc.held() {
+		// The collector stays tight for as long as the index is kept:
+		// what a caller does with it allocates on top of it.
+		runtime.AddCleanup(ix, func(gc *gcHold) { gc.release() }, &gc)
+	}
 	return ix, nil
 }
 
-// build loads and merges the layers.
-func build(ctx context.Context, layers []Layer, opts Options) (*Index, error) {
+// build loads and merges the layers, tightening the collector with gc
+// once the index is large.
+func build(ctx context.Context, layers []Layer, opts Options, gc *gcHold) (*Index, error) {
 	loads := make([]pendingLayer, len(layers))
 	for i := range loads {
 		loads[i].done = make(chan struct{})
 	}
 	loaded := make(chan error, 1)
 	go func() { loaded <- loadLayers(ctx, layers, opts, loads) }()
-	ix, mergeErr := mergeLoaded(layers, loads)
+	ix, mergeErr := mergeLoaded(layers, loads, gc)
 	if err := <-loaded; err != nil { // a load error comes first
 		return nil, err
 	}
@@ -135,37 +138,51 @@ func build(ctx context.Context, layers []Layer, opts Options) (*Index, error) {
 	return ix, nil
 }
 
-// buildGC is the garbage collector's percentage while layers are merged:
-// the index is most of the heap, and with the default (100) a heap twice
-// its size is reached before a collection; 30% more is enough.
-const buildGC = 30
-
-var (
-	gcMu     sync.Mutex
-	gcBuilds int
-	gcSaved  int
+// buildGC is the garbage collector's percentage while a large index is
+// built and kept: the index is then most of the heap, and with the
+// default (100) a heap twice its size is reached before a collection;
+// 30% more is enough. tightGCNodes is how many nodes make an index large
+// (about 50 MB): below it, the default costs less CPU and little memory.
+const (
+	buildGC      = 30
+	tightGCNodes = 250_000
 )
 
-// tightGC sets the garbage collector's percentage to buildGC for as long
-// as some build or index built in memory lives, unless the program's
-// environment sets GOGC, and returns the function that ends it.
-func tightGC() func() {
-	if os.Getenv("GOGC") != "" {
-		return func() {}
+var (
+	gcMu    sync.Mutex
+	gcHolds int
+	gcSaved int
+)
+
+// gcHold holds the garbage collector's percentage at buildGC, with every
+// other hold, unless the program's environment sets GOGC.
+type gcHold struct{ on bool }
+
+func (h *gcHold) held() bool { return h.on }
+
+func (h *gcHold) hold() {
+	if h.on || os.Getenv("GOGC") != "" {
+		return
 	}
 	gcMu.Lock()
 	defer gcMu.Unlock()
-	if gcBuilds == 0 {
+	if gcHolds == 0 {
 		gcSaved = debug.SetGCPercent(buildGC)
 	}
-	gcBuilds++
-	return func() {
-		gcMu.Lock()
-		defer gcMu.Unlock()
-		if gcBuilds--; gcBuilds == 0 {
-			debug.SetGCPercent(gcSaved)
-		}
+	gcHolds++
+	h.on = true
+}
+
+func (h *gcHold) release() {
+	if !h.on {
+		return
 	}
+	gcMu.Lock()
+	defer gcMu.Unlock()
+	if gcHolds--; gcHolds == 0 {
+		debug.SetGCPercent(gcSaved)
+	}
+	h.on = false
 }
 
 // unpackedFiles returns the layers' unpacked files, for deferred digests.
@@ -208,7 +225,7 @@ func loadLayers(ctx context.Context, layers []Layer, opts Options, loads []pendi
 // mergeLoaded merges the layers in order as their loads finish, and
 // drops each layer's data once merged. It stops at the first layer that
 // failed to load, returning errLoad, or to merge.
-func mergeLoaded(layers []Layer, loads []pendingLayer) (*Index, error) {
+func mergeLoaded(layers []Layer, loads []pendingLayer, gc *gcHold) (*Index, error) {
 	m := newMerger()
 	for i := range loads {
 		<-loads[i].done
@@ -219,6 +236,9 @@ func mergeLoaded(layers []Layer, loads []pendingLayer) (*Index, error) {
 		loads[i].data = nil
 		if err := m.apply(data); err != nil {
 			return nil, fmt.Errorf("layer %s: %w", layers[i].Digest, err)
+		}
+		if len(m.ix.chunks)*chunkSize > tightGCNodes {
+			gc.hold()
 		}
 	}
 	return m.ix, nil

@@ -3,10 +3,13 @@ package baseindex
 import (
 	"archive/tar"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strconv"
 	"strings"
+	"unsafe"
 )
 
 // blockSize is a tar block's size.
@@ -89,9 +92,10 @@ func parseHeader(blocks []byte, hdr *tar.Header) error {
 	}
 }
 
-// header parses an entry's own header block into hdr.
+// header parses an entry's own header block into hdr. Its name and link
+// name share blk's memory (see nulString).
 func header(hdr *tar.Header, blk []byte, typ byte, size int64) error {
-	*hdr = tar.Header{Typeflag: typ, Size: size, Name: cString(blk[0:100]), Linkname: cString(blk[157:257])}
+	*hdr = tar.Header{Typeflag: typ, Size: size, Name: nulString(blk[0:100]), Linkname: nulString(blk[157:257])}
 	mode, err := parseNumber(blk[100:108])
 	if err != nil {
 		return fmt.Errorf("mode: %w", err)
@@ -129,23 +133,35 @@ func checksum(blk []byte) error {
 	if err != nil {
 		return fmt.Errorf("checksum: %w", err)
 	}
-	var unsigned, high int64
-	for _, c := range blk {
-		unsigned += int64(c)
-		if c >= 0x80 {
-			high++
-		}
-	}
-	for _, c := range blk[148:156] {
-		unsigned += ' ' - int64(c)
-		if c >= 0x80 {
-			high--
-		}
-	}
+	unsigned, high := byteSum(blk[:148])
+	u2, h2 := byteSum(blk[156:blockSize])
+	unsigned += u2 + 8*' '
+	high += h2
 	if want != unsigned && want != unsigned-256*high {
 		return errors.New("tar header checksum mismatch")
 	}
 	return nil
+}
+
+// byteSum returns the sum of b's bytes and how many are 0x80 or more, a
+// word at a time.
+func byteSum(b []byte) (sum, high int64) {
+	const lanes, highBits = 0x00ff00ff00ff00ff, 0x8080808080808080
+	var acc uint64 // four 16-bit sums; 512 bytes cannot overflow them
+	for len(b) >= 8 {
+		v := binary.LittleEndian.Uint64(b)
+		acc += v&lanes + (v>>8)&lanes
+		high += int64(bits.OnesCount64(v & highBits))
+		b = b[8:]
+	}
+	sum = int64(acc&0xffff + (acc>>16)&0xffff + (acc>>32)&0xffff + acc>>48)
+	for _, c := range b {
+		sum += int64(c)
+		if c >= 0x80 {
+			high++
+		}
+	}
+	return sum, high
 }
 
 // parseNumber parses a numeric field: octal, space or NUL terminated, or
@@ -176,13 +192,16 @@ func parseNumber(b []byte) (int64, error) {
 	}
 	// Unused fields are NULs, and fields are padded with spaces or NULs
 	// on either side.
-	s := cString(bytes.Trim(b, " \x00"))
-	if s == "" {
-		return 0, nil
+	b = bytes.Trim(b, " \x00")
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
 	}
-	v, err := strconv.ParseInt(s, 8, 64)
-	if err != nil {
-		return 0, fmt.Errorf("invalid octal %q", s)
+	var v int64
+	for _, c := range b {
+		if c < '0' || c > '7' || v > (1<<63-1)>>3 {
+			return 0, fmt.Errorf("invalid octal %q", b)
+		}
+		v = v<<3 | int64(c-'0')
 	}
 	return v, nil
 }
@@ -238,6 +257,19 @@ func applyPAX(hdr *tar.Header, pax map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// nulString returns b up to its first NUL as a string that shares b's
+// memory: parseHeader's caller reads the header before it reuses the
+// blocks, and keeps no string of it.
+func nulString(b []byte) string {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }
 
 // cString returns b up to its first NUL.
