@@ -16,6 +16,9 @@
 #      gzip cold build                          <= 0.6x decompression
 #      containers-storage, zstd:chunked cold    <= 0.1x decompression (of the gzip form)
 #      warm build <= 30 ms, warm diff <= 15 ms
+# 3. Peak memory: the same ostree shape with 500k entries (250k files,
+#    BENCH_MEM_FILES; 256 MiB) in the three forms, a cold build each:
+#      peak RSS <= 200 MB (BENCH_MEM=0 skips it)
 # BENCH_BUILDAH=0 skips buildah. The bases are generated once, under
 # BENCH_DIR (default _bench).
 set -euo pipefail
@@ -160,6 +163,33 @@ for f in "${forms[@]}"; do
   esac
 done
 
+# --- 3. peak memory at 500k entries --------------------------------------
+MFILES=${BENCH_MEM_FILES:-250000}
+declare -A mem_rss mem_warm
+mforms=()
+if [ "${BENCH_MEM:-1}" = 1 ]; then
+  mstore=(--storage-root "$Babs/mstore/root" --storage-runroot "$Babs/mstore/run" --storage-driver overlay)
+  mstamp="256MiB-$MFILES-$OLAYERS-ostree"
+  if [ "$(cat "$B/mem.stamp" 2>/dev/null)" != "$mstamp" ] || { $root && [ ! -d "$B/mstore" ]; }; then
+    rm -rf "$B/mem.stamp" "$B/mem-chunked" "$B/mstore"
+    storage=()
+    $root && storage=(-storage localhost/mcbake-bench/mem:latest "${mstore[@]}")
+    generate "$B/mem" "$mstamp" -size 256MiB -files "$MFILES" -layers "$bulk" -ostree -chunked "$B/mem-chunked" "${storage[@]}"
+  fi
+  mforms=(gzip zstd:chunked)
+  $root && mforms+=(containers-storage)
+  for f in "${mforms[@]}"; do
+    case $f in
+    gzip) base="oci:$B/mem:latest" out="oci:$B/mem-out-gzip:latest" flags=() ;;
+    zstd:chunked) base="oci:$B/mem-chunked:latest" out="oci:$B/mem-out-chunked:latest" flags=() ;;
+    containers-storage) base="containers-storage:localhost/mcbake-bench/mem:latest" out="containers-storage:localhost/mcbake-bench/mem-out:latest" flags=("${mstore[@]}") ;;
+    esac
+    c="$B/mcache-${f//:/-}"
+    mem_rss[$f]=$(rm -rf "$c"; measure $(build_cmd "$base" "$out" "$c" "${flags[@]}") | cut -d' ' -f2)
+    mem_warm[$f]=$(measure $(build_cmd "$base" "$out" "$c" "${flags[@]}") | cut -d' ' -f2)
+  done
+fi
+
 buildah_line() { # TIME COLD WARM
   case $1 in
   skipped) echo "skipped    (not root, no buildah, or BENCH_BUILDAH=0)" ;;
@@ -199,3 +229,10 @@ for f in "${forms[@]}"; do
 EOF2
 done
 $root || echo "  containers-storage: skipped (not root)"
+if [ ${#mforms[@]} -gt 0 ]; then
+  echo
+  echo "peak memory: the ostree shape with $MFILES files (over $((MFILES * 2)) entries) / $OLAYERS layers, one cold and one warm build"
+  for f in "${mforms[@]}"; do
+    printf '  %-20s cold build peak RSS %s MB (target <= 200 MB), warm %s MB\n' "$f" "$(mb "${mem_rss[$f]}")" "$(mb "${mem_warm[$f]}")"
+  done
+fi
