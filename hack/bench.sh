@@ -1,32 +1,45 @@
 #!/usr/bin/env bash
-# make bench: mcbake against its anchors, in one run, on a generated
-# RHCOS-like base (default 1 GiB / 50k files / 8 layers; override with
-# BENCH_SIZE, BENCH_FILES, BENCH_LAYERS). Prints absolute times and the
-# ratios the targets are stated in:
-#   cold build   <= 1.3x the time to merely decompress the base layers
-#   warm build   <= 100 ms (cached index)
-#   buildah CLI (from/copy/commit) >= 20x slower than mcbake (printed
-#   against both the cold and the warm build)
-#   cold diff    <= 1.3x decompression; warm diff <= 100 ms; peak RSS <= 200 MB
+# make bench: mcbake against its anchors, in one run, printing absolute
+# times and the ratios the targets are stated in (medians of BENCH_RUNS).
+#
+# 1. A generated RHCOS-like base (default 1 GiB / 50k files / 8 layers;
+#    BENCH_SIZE, BENCH_FILES, BENCH_LAYERS; BENCH_PLAIN=0 skips it):
+#      cold build   <= 1.3x the time to merely decompress the base layers
+#      warm build   <= 100 ms (cached index)
+#      buildah CLI (from/copy/commit) >= 20x slower than mcbake
+#      cold diff    <= 1.3x decompression; warm diff <= 100 ms; peak RSS <= 200 MB
+# 2. An ostree-shaped base, as rpm-ostree publishes them: every file an
+#    object under sysroot/ostree/repo/objects plus a hard link at its path,
+#    48 layers (BENCH_OSTREE_SIZE, BENCH_OSTREE_FILES, BENCH_OSTREE_LAYERS),
+#    in three forms: gzip OCI, containers-storage (overlay, needs root) and
+#    zstd:chunked OCI; cold and warm build and diff for each, and buildah:
+#      gzip cold build                          <= 0.6x decompression
+#      containers-storage, zstd:chunked cold    <= 0.1x decompression (of the gzip form)
+#      warm build <= 30 ms, warm diff <= 15 ms
+# 3. Peak memory: the same ostree shape with 500k entries (250k files,
+#    BENCH_MEM_FILES; 256 MiB) in the three forms, a cold build each:
+#      peak RSS <= 200 MB (BENCH_MEM=0 skips it)
+# BENCH_BUILDAH=0 skips buildah. The bases are generated once, under
+# BENCH_DIR (default _bench).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TAGS="containers_image_openpgp exclude_graphdriver_btrfs"
 SIZE=${BENCH_SIZE:-1GiB} FILES=${BENCH_FILES:-50000} LAYERS=${BENCH_LAYERS:-8}
+OSIZE=${BENCH_OSTREE_SIZE:-$SIZE} OFILES=${BENCH_OSTREE_FILES:-$FILES} OLAYERS=${BENCH_OSTREE_LAYERS:-48}
 RUNS=${BENCH_RUNS:-5}
-B=_bench
+B=${BENCH_DIR:-_bench}
+mkdir -p "$B"
+Babs=$(cd "$B" && pwd)
 policy=hack/demo-policy.json
 mc=testdata/machineconfigs/rendered-worker-aws.json
 mcbake=./bin/mcbake
-mkdir -p "$B"
-
-stamp="$SIZE-$FILES-$LAYERS"
-if [ "$(cat "$B/base.stamp" 2>/dev/null)" != "$stamp" ]; then
-  echo "generating the $SIZE / $FILES files / $LAYERS layers base (once)..." >&2
-  rm -rf "$B/base"
-  go run -tags "$TAGS" ./internal/testbase/mkbase -o "$B/base" -size "$SIZE" -files "$FILES" -layers "$LAYERS" >/dev/null
-  echo "$stamp" >"$B/base.stamp"
-fi
-base="oci:$B/base:latest"
+root=false
+[ "$(id -u)" = 0 ] && root=true
+buildah=false
+[ "${BENCH_BUILDAH:-1}" = 1 ] && command -v buildah >/dev/null && $root && buildah=true
+# The store of the containers-storage form, as mcbake and buildah name it.
+store=(--storage-root "$Babs/store/root" --storage-runroot "$Babs/store/run" --storage-driver overlay)
+bstore=(--root "$Babs/store/root" --runroot "$Babs/store/run" --storage-driver overlay)
 
 # seconds (float) and peak RSS (KiB) of a command: "secs kib"
 measure() { /usr/bin/time -f '%e %M' -o "$B/time.out" "$@" >/dev/null 2>"$B/cmd.err" || { cat "$B/cmd.err" >&2; exit 1; }; cat "$B/time.out"; }
@@ -37,68 +50,189 @@ median() {
   printf '%s\n' "${ts[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0) b = 0.001; printf "%.2f", a / b }'; }
+ms() { awk -v t="$1" 'BEGIN{printf "%.0f", t*1000}'; }
+mb() { echo $(($1 / 1024)); }
 
-# The decompression floor: every layer blob of the base through gzip -dc
-# (zstd -dc for zstd layers), one after another.
-layers=$(python3 - "$B/base" <<'PY'
-import json, sys
+# decompress_cmd prints a command decompressing every layer blob of the
+# OCI layout $1 one after another (gzip -dc, zstd -dc for zstd layers):
+# the floor of any tool that reads the layers.
+decompress_cmd() {
+  python3 - "$1" <<'PY'
+import json, shlex, sys
 d = sys.argv[1]
 idx = json.load(open(f"{d}/index.json"))
 m = json.load(open(f"{d}/blobs/sha256/" + idx["manifests"][0]["digest"].split(":")[1]))
-for l in m["layers"]:
-    print(("zstd" if "zstd" in l["mediaType"] else "gzip"), f"{d}/blobs/sha256/" + l["digest"].split(":")[1])
+print("; ".join(("zstd" if "zstd" in l["mediaType"] else "gzip") + " -dc < " + shlex.quote(f"{d}/blobs/sha256/" + l["digest"].split(":")[1]) + " > /dev/null" for l in m["layers"]))
 PY
+}
+
+# generate DIR STAMP ARGS...: run mkbase once per STAMP.
+generate() {
+  local dir=$1 stamp=$2
+  shift 2
+  if [ "$(cat "$dir.stamp" 2>/dev/null)" != "$stamp" ]; then
+    echo "generating $dir ($stamp, once)..." >&2
+    rm -rf "$dir" "$dir.stamp"
+    go run -tags "$TAGS" ./internal/testbase/mkbase -o "$dir" "$@" >/dev/null
+    echo "$stamp" >"$dir.stamp"
+  fi
+}
+
+# build_cmd BASE OUT CACHE [FLAGS...]: the mcbake build command line.
+build_cmd() { local base=$1 out=$2 cache=$3; shift 3; echo "$mcbake build --quiet --base $base -f $mc -o $out --signature-policy $policy --cache-dir $cache $*"; }
+diff_cmd() { local base=$1 image=$2 cache=$3; shift 3; echo "$mcbake diff --quiet --format json --base $base --image $image --signature-policy $policy --cache-dir $cache $*"; }
+# cold CACHE CMD: run CMD with an empty cache.
+cold() { echo "rm -rf $1; $2"; }
+
+# buildah_time FROM COMMIT [STORE-FLAGS...]: Debian's buildah CLI from /
+# copy of the rendered files / commit, in its own store unless flags name
+# one; "skipped" when not root or no buildah. A path component starting
+# with "_" is not a valid container name for buildah 1.28, and it must be
+# lowercase: references go through a link.
+buildah_time() {
+  $buildah || { echo skipped; return; }
+  [ -d "$B/rendered" ] || $mcbake render -f "$mc" -o "$B/rendered" >/dev/null
+  local from=$1 commit=$2 fresh=
+  shift 2
+  local g=("$@")
+  if [ ${#g[@]} = 0 ]; then # a fresh store of its own
+    g=(--root "$B/buildah-store/root" --runroot "$B/buildah-store/run" --storage-driver overlay)
+    fresh="rm -rf $B/buildah-store"
+  fi
+  local script
+  script=$(cat <<EOF2
+set -e
+$fresh
+c=\$(buildah ${g[*]} from --quiet --signature-policy $policy $from)
+buildah ${g[*]} copy "\$c" "$B/rendered/rootfs" / >/dev/null
+buildah ${g[*]} commit --quiet --signature-policy $policy "\$c" $commit >/dev/null
+buildah ${g[*]} rm "\$c" >/dev/null
+EOF2
 )
-decomp() { while read -r algo blob; do "$algo" -dc <"$blob" >/dev/null; done <<<"$layers"; }
-export -f decomp; export layers
-t_gzip=$(median bash -c decomp)
+  RUNS=1 median bash -c "$script" || true
+}
 
-build() { $mcbake build --quiet --base "$base" -f "$mc" -o "oci:$B/out-$1:latest" --signature-policy "$policy" --cache-dir "$2"; }
-cold_build() { rm -rf "$B/cache-cold"; build cold "$B/cache-cold"; }
-export -f build cold_build; export mcbake base mc policy B
-t_cold=$(median bash -c cold_build)
-build warm "$B/cache-warm" >/dev/null
-t_warm=$(median bash -c 'build warm "$B/cache-warm"')
+link=/tmp/mcbakebench.$$ && ln -sfn "$Babs" "$link" && trap 'rm -f "$link"' EXIT
 
-diff_cmd() { $mcbake diff --quiet --format json --base "$base" --image "oci:$B/out-warm:latest" --signature-policy "$policy" --cache-dir "$1"; }
-cold_diff() { rm -rf "$B/cache-diff"; diff_cmd "$B/cache-diff"; }
-export -f diff_cmd cold_diff
-t_cold_diff=$(median bash -c cold_diff)
-rss_cold_diff=$(rm -rf "$B/cache-diff"; measure $mcbake diff --quiet --format json --base "$base" --image "oci:$B/out-warm:latest" --signature-policy "$policy" --cache-dir "$B/cache-diff" | cut -d' ' -f2)
-t_warm_diff=$(median bash -c 'diff_cmd "$B/cache-warm"')
-rss_cold_build=$(rm -rf "$B/cache-cold"; measure $mcbake build --quiet --base "$base" -f "$mc" -o "oci:$B/out-cold:latest" --signature-policy "$policy" --cache-dir "$B/cache-cold" | cut -d' ' -f2)
-
-# buildah CLI: from / copy / commit of the same rendered files, fresh store.
-t_buildah=skipped
-if command -v buildah >/dev/null && [ "$(id -u)" = 0 ]; then
-  $mcbake render -f "$mc" -o "$B/rendered" >/dev/null
-  # Debian's buildah 1.28 derives a container name from the path, and a
-  # path component starting with "_" is not a valid name: go through a link.
-  # (and it must be lowercase: no mktemp names)
-  link=/tmp/mcbakebench.$$ && ln -sfn "$PWD/$B" "$link" && trap 'rm -f "$link"' EXIT
-  export link
-  buildah_run() {
-    local st="$B/buildah-store"
-    rm -rf "$st" "$B/out-buildah"
-    local g=(--root "$st/root" --runroot "$st/run" --storage-driver overlay)
-    local c
-    c=$(buildah "${g[@]}" from --quiet --signature-policy "$policy" "oci:$link/base:latest")
-    buildah "${g[@]}" copy "$c" "$B/rendered/rootfs" / >/dev/null
-    buildah "${g[@]}" commit --quiet --signature-policy "$policy" "$c" "oci:$link/out-buildah:latest" >/dev/null
-    buildah "${g[@]}" rm -a >/dev/null
-    buildah "${g[@]}" rmi -a -f >/dev/null 2>&1 || true
-  }
-  export -f buildah_run
-  t_buildah=$(RUNS=1 median bash -c buildah_run)
+# --- 1. the RHCOS-like base ---------------------------------------------
+if [ "${BENCH_PLAIN:-1}" = 1 ]; then
+  generate "$B/base" "$SIZE-$FILES-$LAYERS" -size "$SIZE" -files "$FILES" -layers "$LAYERS"
+  base="oci:$B/base:latest"
+  t_gzip=$(median bash -c "$(decompress_cmd "$B/base")")
+  t_cold=$(median bash -c "$(cold "$B/cache-cold" "$(build_cmd "$base" "oci:$B/out-cold:latest" "$B/cache-cold")")")
+  rss_cold_build=$(rm -rf "$B/cache-cold"; measure $(build_cmd "$base" "oci:$B/out-cold:latest" "$B/cache-cold") | cut -d' ' -f2)
+  $(build_cmd "$base" "oci:$B/out-warm:latest" "$B/cache-warm") >/dev/null
+  t_warm=$(median $(build_cmd "$base" "oci:$B/out-warm:latest" "$B/cache-warm"))
+  t_cold_diff=$(median bash -c "$(cold "$B/cache-diff" "$(diff_cmd "$base" "oci:$B/out-warm:latest" "$B/cache-diff")")")
+  rss_cold_diff=$(rm -rf "$B/cache-diff"; measure $(diff_cmd "$base" "oci:$B/out-warm:latest" "$B/cache-diff") | cut -d' ' -f2)
+  t_warm_diff=$(median $(diff_cmd "$base" "oci:$B/out-warm:latest" "$B/cache-warm"))
+  t_buildah=$(buildah_time "oci:$link/base:latest" "oci:$link/out-buildah:latest")
 fi
 
-cat <<EOF2
-mcbake bench: base $SIZE / $FILES files / $LAYERS layers, median of $RUNS runs ($(nproc) cores)
+# --- 2. the ostree-shaped base in three forms ----------------------------
+ostamp="$OSIZE-$OFILES-$OLAYERS-ostree"
+bulk=$((OLAYERS - 4)) # testbase's four default layers come first
+if [ "$(cat "$B/ostree.stamp" 2>/dev/null)" != "$ostamp" ] || { $root && [ ! -d "$B/store" ]; }; then
+  rm -rf "$B/ostree.stamp" "$B/ostree-chunked" "$B/store"
+  storage=()
+  $root && storage=(-storage localhost/mcbake-bench/ostree:latest "${store[@]}")
+  generate "$B/ostree" "$ostamp" -size "$OSIZE" -files "$OFILES" -layers "$bulk" -ostree -chunked "$B/ostree-chunked" "${storage[@]}"
+fi
+ogzip="oci:$B/ostree:latest" ochunked="oci:$B/ostree-chunked:latest" ostore="containers-storage:localhost/mcbake-bench/ostree:latest"
+o_gzip=$(median bash -c "$(decompress_cmd "$B/ostree")")
+declare -A cold_b warm_b cold_d warm_d rss buildah_t
+forms=(gzip zstd:chunked)
+$root && forms+=(containers-storage)
+for f in "${forms[@]}"; do
+  case $f in
+  gzip) base=$ogzip out="oci:$B/ostree-out-gzip:latest" flags=() ;;
+  zstd:chunked) base=$ochunked out="oci:$B/ostree-out-chunked:latest" flags=() ;;
+  containers-storage) base=$ostore out="containers-storage:localhost/mcbake-bench/ostree-out:latest" flags=("${store[@]}") ;;
+  esac
+  c="$B/ocache-${f//:/-}" w="$B/ocache-warm-${f//:/-}"
+  cold_b[$f]=$(median bash -c "$(cold "$c" "$(build_cmd "$base" "$out" "$c" "${flags[@]}")")")
+  rss[$f]=$(rm -rf "$c"; measure $(build_cmd "$base" "$out" "$c" "${flags[@]}") | cut -d' ' -f2)
+  rm -rf "$w"; $(build_cmd "$base" "$out" "$w" "${flags[@]}") >/dev/null
+  warm_b[$f]=$(median $(build_cmd "$base" "$out" "$w" "${flags[@]}"))
+  cold_d[$f]=$(median bash -c "$(cold "$c" "$(diff_cmd "$base" "$out" "$c" "${flags[@]}")")")
+  warm_d[$f]=$(median $(diff_cmd "$base" "$out" "$w" "${flags[@]}"))
+  case $f in
+  gzip) buildah_t[$f]=$(buildah_time "oci:$link/ostree:latest" "oci:$link/ostree-out-buildah:latest") ;;
+  zstd:chunked) buildah_t[$f]=$(buildah_time "oci:$link/ostree-chunked:latest" "oci:$link/ostree-out-buildah:latest") ;;
+  containers-storage) buildah_t[$f]=$(buildah_time "$ostore" "containers-storage:localhost/mcbake-bench/ostree-out-buildah:latest" "${bstore[@]}") ;;
+  esac
+done
 
+# --- 3. peak memory at 500k entries --------------------------------------
+MFILES=${BENCH_MEM_FILES:-250000}
+declare -A mem_rss mem_warm
+mforms=()
+if [ "${BENCH_MEM:-1}" = 1 ]; then
+  mstore=(--storage-root "$Babs/mstore/root" --storage-runroot "$Babs/mstore/run" --storage-driver overlay)
+  mstamp="256MiB-$MFILES-$OLAYERS-ostree"
+  if [ "$(cat "$B/mem.stamp" 2>/dev/null)" != "$mstamp" ] || { $root && [ ! -d "$B/mstore" ]; }; then
+    rm -rf "$B/mem.stamp" "$B/mem-chunked" "$B/mstore"
+    storage=()
+    $root && storage=(-storage localhost/mcbake-bench/mem:latest "${mstore[@]}")
+    generate "$B/mem" "$mstamp" -size 256MiB -files "$MFILES" -layers "$bulk" -ostree -chunked "$B/mem-chunked" "${storage[@]}"
+  fi
+  mforms=(gzip zstd:chunked)
+  $root && mforms+=(containers-storage)
+  for f in "${mforms[@]}"; do
+    case $f in
+    gzip) base="oci:$B/mem:latest" out="oci:$B/mem-out-gzip:latest" flags=() ;;
+    zstd:chunked) base="oci:$B/mem-chunked:latest" out="oci:$B/mem-out-chunked:latest" flags=() ;;
+    containers-storage) base="containers-storage:localhost/mcbake-bench/mem:latest" out="containers-storage:localhost/mcbake-bench/mem-out:latest" flags=("${mstore[@]}") ;;
+    esac
+    c="$B/mcache-${f//:/-}"
+    mem_rss[$f]=$(rm -rf "$c"; measure $(build_cmd "$base" "$out" "$c" "${flags[@]}") | cut -d' ' -f2)
+    mem_warm[$f]=$(measure $(build_cmd "$base" "$out" "$c" "${flags[@]}") | cut -d' ' -f2)
+  done
+fi
+
+buildah_line() { # TIME COLD WARM
+  case $1 in
+  skipped) echo "skipped    (not root, no buildah, or BENCH_BUILDAH=0)" ;;
+  "") echo "failed     (see above)" ;;
+  *) echo "${1}s     $(ratio "$1" "$2")x a cold mcbake build, $(ratio "$1" "$3")x a warm one" ;;
+  esac
+}
+
+echo "mcbake bench, median of $RUNS runs ($(nproc) cores)"
+if [ "${BENCH_PLAIN:-1}" = 1 ]; then
+  cat <<EOF2
+
+RHCOS-like base: $SIZE / $FILES files / $LAYERS layers
   decompress base layers (gzip -dc) ${t_gzip}s      [anchor]
-  mcbake build, cold cache          ${t_cold}s      $(ratio "$t_cold" "$t_gzip")x decompression   (target <= 1.3x)   peak RSS $((rss_cold_build / 1024)) MB
-  mcbake build, warm cache          ${t_warm}s      $(awk -v t="$t_warm" 'BEGIN{printf "%.0f", t*1000}') ms              (target <= 100 ms)
-  buildah CLI from/copy/commit      ${t_buildah}s     $( [ "$t_buildah" = skipped ] && echo "(not root or no buildah)" || echo "$(ratio "$t_buildah" "$t_cold")x a cold mcbake build, $(ratio "$t_buildah" "$t_warm")x a warm one (target >= 20x)")
-  mcbake diff, cold cache           ${t_cold_diff}s      $(ratio "$t_cold_diff" "$t_gzip")x decompression   (target <= 1.3x)   peak RSS $((rss_cold_diff / 1024)) MB (target <= 200 MB)
-  mcbake diff, warm cache           ${t_warm_diff}s      $(awk -v t="$t_warm_diff" 'BEGIN{printf "%.0f", t*1000}') ms              (target <= 100 ms)
+  mcbake build, cold cache          ${t_cold}s      $(ratio "$t_cold" "$t_gzip")x decompression   (target <= 1.3x)   peak RSS $(mb "$rss_cold_build") MB
+  mcbake build, warm cache          ${t_warm}s      $(ms "$t_warm") ms              (target <= 100 ms)
+  buildah CLI from/copy/commit      $(buildah_line "$t_buildah" "$t_cold" "$t_warm") (target >= 20x)
+  mcbake diff, cold cache           ${t_cold_diff}s      $(ratio "$t_cold_diff" "$t_gzip")x decompression   (target <= 1.3x)   peak RSS $(mb "$rss_cold_diff") MB (target <= 200 MB)
+  mcbake diff, warm cache           ${t_warm_diff}s      $(ms "$t_warm_diff") ms              (target <= 100 ms)
 EOF2
+fi
+echo
+echo "ostree-shaped base: $OSIZE / $OFILES files (each an object and a hard link) / $OLAYERS layers"
+echo "  decompress the gzip form's layers  ${o_gzip}s      [anchor]"
+for f in "${forms[@]}"; do
+  case $f in
+  gzip) target="<= 0.6x" ;;
+  *) target="<= 0.1x" ;;
+  esac
+  cat <<EOF2
+  $f
+    mcbake build, cold cache        ${cold_b[$f]}s      $(ratio "${cold_b[$f]}" "$o_gzip")x decompression   (target $target)   peak RSS $(mb "${rss[$f]}") MB
+    mcbake build, warm cache        ${warm_b[$f]}s      $(ms "${warm_b[$f]}") ms              (target <= 30 ms)
+    buildah CLI from/copy/commit    $(buildah_line "${buildah_t[$f]}" "${cold_b[$f]}" "${warm_b[$f]}")
+    mcbake diff, cold cache         ${cold_d[$f]}s      $(ratio "${cold_d[$f]}" "$o_gzip")x decompression
+    mcbake diff, warm cache         ${warm_d[$f]}s      $(ms "${warm_d[$f]}") ms              (target <= 15 ms)
+EOF2
+done
+$root || echo "  containers-storage: skipped (not root)"
+if [ ${#mforms[@]} -gt 0 ]; then
+  echo
+  echo "peak memory: the ostree shape with $MFILES files (over $((MFILES * 2)) entries) / $OLAYERS layers, one cold and one warm build"
+  for f in "${mforms[@]}"; do
+    printf '  %-20s cold build peak RSS %s MB (target <= 200 MB), warm %s MB\n' "$f" "$(mb "${mem_rss[$f]}")" "$(mb "${mem_warm[$f]}")"
+  done
+fi

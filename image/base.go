@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 
 	"github.com/opencontainers/go-digest"
 
@@ -19,6 +19,13 @@ type BaseOptions struct {
 	CacheDir string
 	// Progress, when set, is told of the bytes read from each layer.
 	Progress func(layer string, total, n int64)
+	// Fallback, when set, is told why a layer's table of contents or
+	// tar-split could not be used and its blob is read instead; when nil,
+	// that is logged at debug level.
+	Fallback func(layer string, err error)
+	// Read, when set, is told how each layer the cache did not hold was
+	// read: "toc", "tar-split" or "blob".
+	Read func(layer string, how string)
 }
 
 // Base is an opened, indexed base image.
@@ -45,18 +52,27 @@ func OpenBase(ctx context.Context, ref string, opts BaseOptions) (*Base, error) 
 	return &Base{Image: im, Index: ix}, nil
 }
 
-// IndexLayers indexes an opened image's layers.
+// IndexLayers indexes an opened image's layers (docs/design.md, "Indexing
+// a base"): from a zstd:chunked or eStargz layer's table of contents, a
+// containers-storage layer's tar-split and unpacked files, or else the
+// blob. The index reads a containers-storage image's unpacked files for
+// deferred digests as long as im is open.
 func IndexLayers(ctx context.Context, im *Image, opts BaseOptions) (*baseindex.Index, error) {
-	var layers []baseindex.Layer
 	sizes := map[digest.Digest]int64{}
 	for _, l := range im.Layers() {
 		sizes[l.Digest] = l.Size
-		layers = append(layers, baseindex.Layer{Digest: l.Digest, MediaType: l.MediaType, Size: l.Size,
-			Open: func(ctx context.Context) (io.ReadCloser, error) { return im.OpenLayer(ctx, l.Digest) }})
 	}
-	bo := baseindex.Options{CacheDir: opts.CacheDir}
+	bo := baseindex.Options{CacheDir: opts.CacheDir, Fallback: func(d digest.Digest, err error) {
+		slog.Debug("reading the layer's blob", "layer", d, "reason", err)
+	}}
 	if opts.Progress != nil {
 		bo.Progress = func(d digest.Digest, n int64) { opts.Progress(d.String(), sizes[d], n) }
 	}
-	return baseindex.Build(ctx, layers, bo)
+	if opts.Fallback != nil {
+		bo.Fallback = func(d digest.Digest, err error) { opts.Fallback(d.String(), err) }
+	}
+	if opts.Read != nil {
+		bo.Read = func(d digest.Digest, how string) { opts.Read(d.String(), how) }
+	}
+	return baseindex.Build(ctx, im.indexLayers(), bo)
 }

@@ -13,293 +13,299 @@ import (
 	"github.com/mcbake/mcbake/render"
 )
 
+// buildCase is a base and what Build makes of it.
+type buildCase struct {
+	name    string
+	layers  [][]ent
+	want    []string
+	wantErr string
+}
+
+// buildCases are the merge rules, for every way a layer is read (see
+// TestBuild and TestSources).
+var buildCases = []buildCase{
+	{
+		name: "types modes owners",
+		layers: [][]ent{{
+			dir("./").withMode(0o555),
+			dir("etc/"),
+			file("etc/passwd", "root:x:0:0::/root:/bin/bash\n"),
+			file("usr/bin/sudo", "elf").withMode(0o4111),
+			dir("tmp/").withMode(0o1777),
+			file("home/core/.bashrc", "x").withMode(0o600).withOwner(1000, 1001),
+			symlink("usr/local", "../var/usrlocal"),
+			{name: "dev/null", flag: tar.TypeChar, mode: 0o666},
+			{name: "dev/sda", flag: tar.TypeBlock, mode: 0o660, gid: 6},
+			{name: "run/fifo", flag: tar.TypeFifo, mode: 0o600},
+		}},
+		want: []string{
+			"/ dir 0555 0:0",
+			"dev dir 0755 0:0 implied",
+			"dev/null char 0666 0:0",
+			"dev/sda block 0660 0:6",
+			"etc dir 0755 0:0",
+			`etc/passwd file 0644 0:0 "root:x:0:0::/root:/bin/bash\n"`,
+			"home dir 0755 0:0 implied",
+			"home/core dir 0755 0:0 implied",
+			`home/core/.bashrc file 0600 1000:1001 "x"`,
+			"run dir 0755 0:0 implied",
+			"run/fifo fifo 0600 0:0",
+			"tmp dir 1777 0:0",
+			"usr dir 0755 0:0 implied",
+			"usr/bin dir 0755 0:0 implied",
+			`usr/bin/sudo file 4111 0:0 "elf"`,
+			"usr/local symlink 0777 0:0 -> ../var/usrlocal",
+		},
+	},
+	{
+		name:   "names are cleaned",
+		layers: [][]ent{{file("./etc/a", "a"), file("/etc/b", "b"), dir("etc//c/./"), file("etc/c/../d", "d")}},
+		want: []string{
+			"etc dir 0755 0:0 implied",
+			`etc/a file 0644 0:0 "a"`,
+			`etc/b file 0644 0:0 "b"`,
+			"etc/c dir 0755 0:0",
+			`etc/d file 0644 0:0 "d"`,
+		},
+	},
+	{
+		name:    "name escaping the root",
+		layers:  [][]ent{{file("../etc/evil", "x")}},
+		wantErr: `escapes the root`,
+	},
+	{
+		name: "later layer replaces a file",
+		layers: [][]ent{
+			{file("etc/a", "old"), file("etc/b", "b")},
+			{file("etc/a", "new").withMode(0o600)},
+		},
+		want: []string{
+			"etc dir 0755 0:0 implied",
+			`etc/a file 0600 0:0 "new"`,
+			`etc/b file 0644 0:0 "b"`,
+		},
+	},
+	{
+		name: "whiteout deletes a file",
+		layers: [][]ent{
+			{dir("a/"), file("a/x", "x"), file("a/y", "y")},
+			{whiteout("a/.wh.x")},
+		},
+		want: []string{"a dir 0755 0:0", `a/y file 0644 0:0 "y"`},
+	},
+	{
+		name: "whiteout deletes a subtree",
+		layers: [][]ent{
+			{dir("d/"), dir("d/e/"), file("d/e/f", "f"), file("g", "g")},
+			{whiteout(".wh.d")},
+		},
+		want: []string{`g file 0644 0:0 "g"`},
+	},
+	{
+		name: "whiteout of a missing path implies its parent",
+		layers: [][]ent{
+			{file("g", "g")},
+			{whiteout("q/.wh.z")},
+		},
+		want: []string{`g file 0644 0:0 "g"`, "q dir 0755 0:0 implied"},
+	},
+	{
+		name: "whiteout does not delete its own layer's entries",
+		layers: [][]ent{
+			{file("a/x", "old")},
+			{file("a/x", "new"), whiteout("a/.wh.x")},
+		},
+		want: []string{"a dir 0755 0:0 implied", `a/x file 0644 0:0 "new"`},
+	},
+	{
+		name: "opaque directory hides lower entries",
+		layers: [][]ent{
+			{dir("d/"), file("d/old", "old"), dir("d/sub/"), file("d/sub/x", "x"), file("e", "e")},
+			{dir("d/").withMode(0o700), whiteout("d/.wh..wh..opq"), file("d/new", "new")},
+		},
+		want: []string{
+			"d dir 0700 0:0",
+			`d/new file 0644 0:0 "new"`,
+			`e file 0644 0:0 "e"`,
+		},
+	},
+	{
+		name: "opaque marker keeps the directory and its own layer's entries",
+		layers: [][]ent{
+			{dir("d/").withMode(0o750), file("d/a", "a1"), file("d/b", "b1")},
+			{file("d/a", "a2"), whiteout("d/.wh..wh..opq"), file("d/c", "c2")},
+		},
+		want: []string{
+			"d dir 0750 0:0",
+			`d/a file 0644 0:0 "a2"`,
+			`d/c file 0644 0:0 "c2"`,
+		},
+	},
+	{
+		name: "whited-out paths come back in a later layer",
+		layers: [][]ent{
+			{dir("a/"), file("a/x", "x1"), file("a/y", "y"), dir("d/"), file("d/e/f", "f")},
+			{whiteout("a/.wh.x"), whiteout(".wh.d")},
+			{file("a/x", "x2"), file("d/g", "g")},
+		},
+		want: []string{
+			"a dir 0755 0:0",
+			`a/x file 0644 0:0 "x2"`,
+			`a/y file 0644 0:0 "y"`,
+			"d dir 0755 0:0 implied",
+			`d/g file 0644 0:0 "g"`,
+		},
+	},
+	{
+		name: "path listed twice in a layer",
+		layers: [][]ent{{
+			file("a", "first"), dir("d/"), file("d/x", "x"),
+			file("a", "second").withMode(0o600), file("d", "a file now"),
+		}},
+		want: []string{`a file 0600 0:0 "second"`, `d file 0644 0:0 "a file now"`},
+	},
+	{
+		name: "aufs metadata is ignored",
+		layers: [][]ent{
+			{file("a", "a")},
+			{dir(".wh..wh.plnk/"), file(".wh..wh.plnk/1.2", "")},
+		},
+		want: []string{`a file 0644 0:0 "a"`},
+	},
+	{
+		name: "file replaces a directory and its subtree",
+		layers: [][]ent{
+			{dir("d/"), dir("d/e/"), file("d/e/f", "f")},
+			{file("d", "now a file")},
+		},
+		want: []string{`d file 0644 0:0 "now a file"`},
+	},
+	{
+		name: "symlink replaces a directory and its subtree",
+		layers: [][]ent{
+			{dir("usr/local/"), file("usr/local/bin/x", "x")},
+			{symlink("usr/local", "../var/usrlocal")},
+		},
+		want: []string{"usr dir 0755 0:0 implied", "usr/local symlink 0777 0:0 -> ../var/usrlocal"},
+	},
+	{
+		name: "directory replaces a directory and keeps its children",
+		layers: [][]ent{
+			{dir("d/"), file("d/x", "x")},
+			{dir("d/").withMode(0o700).withOwner(5, 6)},
+		},
+		want: []string{"d dir 0700 5:6", `d/x file 0644 0:0 "x"`},
+	},
+	{
+		name: "directory replaces a file",
+		layers: [][]ent{
+			{file("d", "file")},
+			{dir("d/"), file("d/y", "y")},
+		},
+		want: []string{"d dir 0755 0:0", `d/y file 0644 0:0 "y"`},
+	},
+	{
+		name: "entry below a lower file implies a directory in its place",
+		layers: [][]ent{
+			{file("d", "file")},
+			{file("d/y", "y")},
+		},
+		want: []string{"d dir 0755 0:0 implied", `d/y file 0644 0:0 "y"`},
+	},
+	{
+		name: "listed directory replaces an implied one",
+		layers: [][]ent{
+			{file("d/x", "x")},
+			{dir("d/").withMode(0o711)},
+		},
+		want: []string{"d dir 0711 0:0", `d/x file 0644 0:0 "x"`},
+	},
+	{
+		name: "hardlinks in the same and a lower layer",
+		layers: [][]ent{
+			{file("obj/1", "one").withMode(0o755), hardlink("usr/bin/a", "obj/1").withMode(0o755)},
+			{hardlink("usr/bin/b", "./obj/1"), hardlink("usr/bin/c", "usr/bin/a")},
+		},
+		want: []string{
+			"obj dir 0755 0:0 implied",
+			`obj/1 file 0755 0:0 "one"`,
+			"usr dir 0755 0:0 implied",
+			"usr/bin dir 0755 0:0 implied",
+			`usr/bin/a hardlink 0755 0:0 => obj/1 (file) "one"`,
+			`usr/bin/b hardlink 0644 0:0 => obj/1 (file) "one"`,
+			`usr/bin/c hardlink 0644 0:0 => usr/bin/a (file) "one"`,
+		},
+	},
+	{
+		name: "hardlink to a symlink",
+		layers: [][]ent{{
+			symlink("obj/2", "../var/usrlocal"),
+			hardlink("usr/local", "obj/2").withMode(0o777),
+		}},
+		want: []string{
+			"obj dir 0755 0:0 implied",
+			"obj/2 symlink 0777 0:0 -> ../var/usrlocal",
+			"usr dir 0755 0:0 implied",
+			"usr/local hardlink 0777 0:0 => obj/2 (symlink -> ../var/usrlocal)",
+		},
+	},
+	{
+		name: "hardlink keeps the inode its layer linked",
+		layers: [][]ent{
+			{file("obj", "v1"), hardlink("link", "obj")},
+			{file("obj", "v2")},
+		},
+		want: []string{`link hardlink 0644 0:0 => obj (file) "v1"`, `obj file 0644 0:0 "v2"`},
+	},
+	{
+		name:    "hardlink to a missing target",
+		layers:  [][]ent{{file("a", "a")}, {hardlink("b", "nope")}},
+		wantErr: `hardlink "b": target "nope" does not exist`,
+	},
+	{
+		name:    "hardlink to a whited-out target",
+		layers:  [][]ent{{file("a", "a")}, {whiteout(".wh.a"), hardlink("b", "a")}},
+		wantErr: `target "a" does not exist`,
+	},
+	{
+		name:    "hardlink to a directory",
+		layers:  [][]ent{{dir("d/"), hardlink("b", "d")}},
+		wantErr: `target "d" is a directory`,
+	},
+	{
+		name:    "whiteout of ..",
+		layers:  [][]ent{{file("a/b", "b")}, {whiteout("a/.wh...")}},
+		wantErr: `invalid whiteout ".wh..."`,
+	},
+	{
+		name:    "whiteout without a name",
+		layers:  [][]ent{{file("a/b", "b")}, {whiteout("a/.wh.")}},
+		wantErr: `invalid whiteout ".wh."`,
+	},
+	{
+		name:    "root that is not a directory",
+		layers:  [][]ent{{file(".", "")}},
+		wantErr: "root is a file",
+	},
+	{
+		name:    "owner beyond a uid",
+		layers:  [][]ent{{file("a", "a").withOwner(1<<32, 0)}},
+		wantErr: "owner 4294967296:0 is not a valid uid:gid",
+	},
+	{
+		name:    "negative owner",
+		layers:  [][]ent{{file("a", "a").withOwner(0, -2)}},
+		wantErr: "owner 0:-2 is not a valid uid:gid",
+	},
+	{
+		name:   "no layers",
+		layers: nil,
+		want:   nil,
+	},
+}
+
 func TestBuild(t *testing.T) {
-	tests := []struct {
-		name    string
-		layers  [][]ent
-		want    []string
-		wantErr string
-	}{
-		{
-			name: "types modes owners",
-			layers: [][]ent{{
-				dir("./").withMode(0o555),
-				dir("etc/"),
-				file("etc/passwd", "root:x:0:0::/root:/bin/bash\n"),
-				file("usr/bin/sudo", "elf").withMode(0o4111),
-				dir("tmp/").withMode(0o1777),
-				file("home/core/.bashrc", "x").withMode(0o600).withOwner(1000, 1001),
-				symlink("usr/local", "../var/usrlocal"),
-				{name: "dev/null", flag: tar.TypeChar, mode: 0o666},
-				{name: "dev/sda", flag: tar.TypeBlock, mode: 0o660, gid: 6},
-				{name: "run/fifo", flag: tar.TypeFifo, mode: 0o600},
-			}},
-			want: []string{
-				"/ dir 0555 0:0",
-				"dev dir 0755 0:0 implied",
-				"dev/null char 0666 0:0",
-				"dev/sda block 0660 0:6",
-				"etc dir 0755 0:0",
-				`etc/passwd file 0644 0:0 "root:x:0:0::/root:/bin/bash\n"`,
-				"home dir 0755 0:0 implied",
-				"home/core dir 0755 0:0 implied",
-				`home/core/.bashrc file 0600 1000:1001 "x"`,
-				"run dir 0755 0:0 implied",
-				"run/fifo fifo 0600 0:0",
-				"tmp dir 1777 0:0",
-				"usr dir 0755 0:0 implied",
-				"usr/bin dir 0755 0:0 implied",
-				`usr/bin/sudo file 4111 0:0 "elf"`,
-				"usr/local symlink 0777 0:0 -> ../var/usrlocal",
-			},
-		},
-		{
-			name:   "names are cleaned",
-			layers: [][]ent{{file("./etc/a", "a"), file("/etc/b", "b"), dir("etc//c/./"), file("etc/c/../d", "d")}},
-			want: []string{
-				"etc dir 0755 0:0 implied",
-				`etc/a file 0644 0:0 "a"`,
-				`etc/b file 0644 0:0 "b"`,
-				"etc/c dir 0755 0:0",
-				`etc/d file 0644 0:0 "d"`,
-			},
-		},
-		{
-			name:    "name escaping the root",
-			layers:  [][]ent{{file("../etc/evil", "x")}},
-			wantErr: `escapes the root`,
-		},
-		{
-			name: "later layer replaces a file",
-			layers: [][]ent{
-				{file("etc/a", "old"), file("etc/b", "b")},
-				{file("etc/a", "new").withMode(0o600)},
-			},
-			want: []string{
-				"etc dir 0755 0:0 implied",
-				`etc/a file 0600 0:0 "new"`,
-				`etc/b file 0644 0:0 "b"`,
-			},
-		},
-		{
-			name: "whiteout deletes a file",
-			layers: [][]ent{
-				{dir("a/"), file("a/x", "x"), file("a/y", "y")},
-				{whiteout("a/.wh.x")},
-			},
-			want: []string{"a dir 0755 0:0", `a/y file 0644 0:0 "y"`},
-		},
-		{
-			name: "whiteout deletes a subtree",
-			layers: [][]ent{
-				{dir("d/"), dir("d/e/"), file("d/e/f", "f"), file("g", "g")},
-				{whiteout(".wh.d")},
-			},
-			want: []string{`g file 0644 0:0 "g"`},
-		},
-		{
-			name: "whiteout of a missing path implies its parent",
-			layers: [][]ent{
-				{file("g", "g")},
-				{whiteout("q/.wh.z")},
-			},
-			want: []string{`g file 0644 0:0 "g"`, "q dir 0755 0:0 implied"},
-		},
-		{
-			name: "whiteout does not delete its own layer's entries",
-			layers: [][]ent{
-				{file("a/x", "old")},
-				{file("a/x", "new"), whiteout("a/.wh.x")},
-			},
-			want: []string{"a dir 0755 0:0 implied", `a/x file 0644 0:0 "new"`},
-		},
-		{
-			name: "opaque directory hides lower entries",
-			layers: [][]ent{
-				{dir("d/"), file("d/old", "old"), dir("d/sub/"), file("d/sub/x", "x"), file("e", "e")},
-				{dir("d/").withMode(0o700), whiteout("d/.wh..wh..opq"), file("d/new", "new")},
-			},
-			want: []string{
-				"d dir 0700 0:0",
-				`d/new file 0644 0:0 "new"`,
-				`e file 0644 0:0 "e"`,
-			},
-		},
-		{
-			name: "opaque marker keeps the directory and its own layer's entries",
-			layers: [][]ent{
-				{dir("d/").withMode(0o750), file("d/a", "a1"), file("d/b", "b1")},
-				{file("d/a", "a2"), whiteout("d/.wh..wh..opq"), file("d/c", "c2")},
-			},
-			want: []string{
-				"d dir 0750 0:0",
-				`d/a file 0644 0:0 "a2"`,
-				`d/c file 0644 0:0 "c2"`,
-			},
-		},
-		{
-			name: "whited-out paths come back in a later layer",
-			layers: [][]ent{
-				{dir("a/"), file("a/x", "x1"), file("a/y", "y"), dir("d/"), file("d/e/f", "f")},
-				{whiteout("a/.wh.x"), whiteout(".wh.d")},
-				{file("a/x", "x2"), file("d/g", "g")},
-			},
-			want: []string{
-				"a dir 0755 0:0",
-				`a/x file 0644 0:0 "x2"`,
-				`a/y file 0644 0:0 "y"`,
-				"d dir 0755 0:0 implied",
-				`d/g file 0644 0:0 "g"`,
-			},
-		},
-		{
-			name: "path listed twice in a layer",
-			layers: [][]ent{{
-				file("a", "first"), dir("d/"), file("d/x", "x"),
-				file("a", "second").withMode(0o600), file("d", "a file now"),
-			}},
-			want: []string{`a file 0600 0:0 "second"`, `d file 0644 0:0 "a file now"`},
-		},
-		{
-			name: "aufs metadata is ignored",
-			layers: [][]ent{
-				{file("a", "a")},
-				{dir(".wh..wh.plnk/"), file(".wh..wh.plnk/1.2", "")},
-			},
-			want: []string{`a file 0644 0:0 "a"`},
-		},
-		{
-			name: "file replaces a directory and its subtree",
-			layers: [][]ent{
-				{dir("d/"), dir("d/e/"), file("d/e/f", "f")},
-				{file("d", "now a file")},
-			},
-			want: []string{`d file 0644 0:0 "now a file"`},
-		},
-		{
-			name: "symlink replaces a directory and its subtree",
-			layers: [][]ent{
-				{dir("usr/local/"), file("usr/local/bin/x", "x")},
-				{symlink("usr/local", "../var/usrlocal")},
-			},
-			want: []string{"usr dir 0755 0:0 implied", "usr/local symlink 0777 0:0 -> ../var/usrlocal"},
-		},
-		{
-			name: "directory replaces a directory and keeps its children",
-			layers: [][]ent{
-				{dir("d/"), file("d/x", "x")},
-				{dir("d/").withMode(0o700).withOwner(5, 6)},
-			},
-			want: []string{"d dir 0700 5:6", `d/x file 0644 0:0 "x"`},
-		},
-		{
-			name: "directory replaces a file",
-			layers: [][]ent{
-				{file("d", "file")},
-				{dir("d/"), file("d/y", "y")},
-			},
-			want: []string{"d dir 0755 0:0", `d/y file 0644 0:0 "y"`},
-		},
-		{
-			name: "entry below a lower file implies a directory in its place",
-			layers: [][]ent{
-				{file("d", "file")},
-				{file("d/y", "y")},
-			},
-			want: []string{"d dir 0755 0:0 implied", `d/y file 0644 0:0 "y"`},
-		},
-		{
-			name: "listed directory replaces an implied one",
-			layers: [][]ent{
-				{file("d/x", "x")},
-				{dir("d/").withMode(0o711)},
-			},
-			want: []string{"d dir 0711 0:0", `d/x file 0644 0:0 "x"`},
-		},
-		{
-			name: "hardlinks in the same and a lower layer",
-			layers: [][]ent{
-				{file("obj/1", "one").withMode(0o755), hardlink("usr/bin/a", "obj/1").withMode(0o755)},
-				{hardlink("usr/bin/b", "./obj/1"), hardlink("usr/bin/c", "usr/bin/a")},
-			},
-			want: []string{
-				"obj dir 0755 0:0 implied",
-				`obj/1 file 0755 0:0 "one"`,
-				"usr dir 0755 0:0 implied",
-				"usr/bin dir 0755 0:0 implied",
-				`usr/bin/a hardlink 0755 0:0 => obj/1 (file) "one"`,
-				`usr/bin/b hardlink 0644 0:0 => obj/1 (file) "one"`,
-				`usr/bin/c hardlink 0644 0:0 => usr/bin/a (file) "one"`,
-			},
-		},
-		{
-			name: "hardlink to a symlink",
-			layers: [][]ent{{
-				symlink("obj/2", "../var/usrlocal"),
-				hardlink("usr/local", "obj/2").withMode(0o777),
-			}},
-			want: []string{
-				"obj dir 0755 0:0 implied",
-				"obj/2 symlink 0777 0:0 -> ../var/usrlocal",
-				"usr dir 0755 0:0 implied",
-				"usr/local hardlink 0777 0:0 => obj/2 (symlink -> ../var/usrlocal)",
-			},
-		},
-		{
-			name: "hardlink keeps the inode its layer linked",
-			layers: [][]ent{
-				{file("obj", "v1"), hardlink("link", "obj")},
-				{file("obj", "v2")},
-			},
-			want: []string{`link hardlink 0644 0:0 => obj (file) "v1"`, `obj file 0644 0:0 "v2"`},
-		},
-		{
-			name:    "hardlink to a missing target",
-			layers:  [][]ent{{file("a", "a")}, {hardlink("b", "nope")}},
-			wantErr: `hardlink "b": target "nope" does not exist`,
-		},
-		{
-			name:    "hardlink to a whited-out target",
-			layers:  [][]ent{{file("a", "a")}, {whiteout(".wh.a"), hardlink("b", "a")}},
-			wantErr: `target "a" does not exist`,
-		},
-		{
-			name:    "hardlink to a directory",
-			layers:  [][]ent{{dir("d/"), hardlink("b", "d")}},
-			wantErr: `target "d" is a directory`,
-		},
-		{
-			name:    "whiteout of ..",
-			layers:  [][]ent{{file("a/b", "b")}, {whiteout("a/.wh...")}},
-			wantErr: `invalid whiteout ".wh..."`,
-		},
-		{
-			name:    "whiteout without a name",
-			layers:  [][]ent{{file("a/b", "b")}, {whiteout("a/.wh.")}},
-			wantErr: `invalid whiteout ".wh."`,
-		},
-		{
-			name:    "root that is not a directory",
-			layers:  [][]ent{{file(".", "")}},
-			wantErr: "root is a file",
-		},
-		{
-			name:    "owner beyond a uid",
-			layers:  [][]ent{{file("a", "a").withOwner(1<<32, 0)}},
-			wantErr: "owner 4294967296:0 is not a valid uid:gid",
-		},
-		{
-			name:    "negative owner",
-			layers:  [][]ent{{file("a", "a").withOwner(0, -2)}},
-			wantErr: "owner 0:-2 is not a valid uid:gid",
-		},
-		{
-			name:   "no layers",
-			layers: nil,
-			want:   nil,
-		},
-	}
-	for _, tt := range tests {
+	for _, tt := range buildCases {
 		t.Run(tt.name, func(t *testing.T) {
 			layers := gzLayers(t, tt.layers...)
 			ix, err := baseindex.Build(context.Background(), descriptors(layers), baseindex.Options{})

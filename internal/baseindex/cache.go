@@ -9,10 +9,9 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"strings"
+	"unsafe"
 
-	"github.com/google/renameio/v2"
 	digest "github.com/opencontainers/go-digest"
 )
 
@@ -31,7 +30,8 @@ import (
 //	  entries, each:   type byte, flags byte, path ref, mode, uid, gid
 //	                   uvarint, size varint, then if flags has
 //	                   flagTarget: target ref, flagDigest: digest 32 bytes,
-//	                   flagContent: content string
+//	                   flagContent: content string; flagDeferred marks
+//	                   a regular file whose digest was not computed
 //
 // where a string is a uvarint length and its bytes, and a ref is the
 // uvarint offset and length of a string in the strings. The markers come
@@ -43,7 +43,7 @@ import (
 // or what a scan records changes.
 const (
 	cacheMagic   = "mcbake baseindex"
-	cacheVersion = 2
+	cacheVersion = 3
 	headerSize   = len(cacheMagic) + 4 + 8 + 4
 )
 
@@ -52,6 +52,7 @@ const (
 	flagTarget = 1 << iota
 	flagDigest
 	flagContent
+	flagDeferred
 )
 
 var (
@@ -69,8 +70,11 @@ type layerData struct {
 	chunks [][]Node
 	count  int
 	// content holds the kept contents by entry; their nodes have
-	// hasContent set.
+	// nodeContent set.
 	content map[int][]byte
+	// deferred is set when some entry's digest is deferred: the layer's
+	// data is then only usable with its unpacked files.
+	deferred bool
 }
 
 func newLayerData(strings string) *layerData {
@@ -101,16 +105,12 @@ func readCacheFile(file string, d digest.Digest) (l *layerData, err error) {
 	if err != nil {
 		return nil, err
 	}
-	return readLayer(f, fi.Size(), d)
+	return decodeLayer(f, fi.Size(), d)
 }
 
 // writeCache stores the strings and records of layer d at file
-// atomically.
+// atomically (see writeFileAtomically).
 func writeCache(file string, d digest.Digest, strs string, records []byte) error {
-	dir := filepath.Dir(file)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	head := appendString(nil, d.String())
 	head = binary.AppendUvarint(head, uint64(len(strs)))
 	crc := crc32.Update(0, crcTable, head)
@@ -120,33 +120,26 @@ func writeCache(file string, d digest.Digest, strs string, records []byte) error
 	binary.LittleEndian.PutUint32(v, cacheVersion)
 	binary.LittleEndian.PutUint64(v[4:], uint64(len(head)+len(strs)+len(records)))
 	binary.LittleEndian.PutUint32(v[12:], crc)
-	f, err := renameio.NewPendingFile(file, renameio.WithPermissions(0o644), renameio.WithExistingPermissions(), renameio.WithTempDir(dir))
-	if err != nil {
+	return writeFileAtomically(file, func(w *bufio.Writer) error {
+		for _, b := range [][]byte{h, head} {
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
+		}
+		if _, err := w.WriteString(strs); err != nil {
+			return err
+		}
+		_, err := w.Write(records)
 		return err
-	}
-	defer f.Cleanup()
-	if _, err := f.Write(append(h, head...)); err != nil {
-		return err
-	}
-	if _, err := f.WriteString(strs); err != nil {
-		return err
-	}
-	if _, err := f.Write(records); err != nil {
-		return err
-	}
-	return f.CloseAtomicallyReplace()
+	}, nil)
 }
 
-// updateString returns the CRC-32C crc updated with s, which it copies
-// through a small buffer rather than whole.
+// updateString returns the CRC-32C crc updated with s, read in place.
 func updateString(crc uint32, s string) uint32 {
-	var buf [4 << 10]byte
-	for len(s) > 0 {
-		n := copy(buf[:], s)
-		crc = crc32.Update(crc, crcTable, buf[:n])
-		s = s[n:]
+	if s == "" {
+		return crc
 	}
-	return crc
+	return crc32.Update(crc, crcTable, unsafe.Slice(unsafe.StringData(s), len(s))) // crc32 only reads it
 }
 
 func appendString(b []byte, s string) []byte {
@@ -154,10 +147,10 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// readLayer reads and checks the size bytes of an encoded layer d. It
+// decodeLayer reads and checks the size bytes of an encoded layer d. It
 // reads the strings straight into the string the nodes share, and only
 // the records into a buffer.
-func readLayer(r io.Reader, size int64, d digest.Digest) (*layerData, error) {
+func decodeLayer(r io.Reader, size int64, d digest.Digest) (*layerData, error) {
 	br := bufio.NewReaderSize(r, readBuffer)
 	var h [headerSize]byte
 	if _, err := io.ReadFull(br, h[:]); err != nil || string(h[:len(cacheMagic)]) != cacheMagic {
@@ -257,8 +250,14 @@ func (l *layerData) decode(b []byte) bool {
 		}
 		n := &l.chunks[k>>chunkBits][k&(chunkSize-1)]
 		if content := r.node(n); content != nil {
-			n.hasContent = true
+			n.setContent(true)
 			l.content[k] = bytes.Clone(content)
+		}
+		if n.Deferred() {
+			if n.Type != File || n.Digest != (Digest{}) {
+				return false
+			}
+			l.deferred = true
 		}
 		if n.Type < File || n.Type > FIFO {
 			return false
@@ -332,6 +331,9 @@ func (r *records) node(n *Node) []byte {
 		r.err = true
 	}
 	n.Path, n.Target = path, target
+	if flags&flagDeferred != 0 {
+		n.flags |= nodeDeferred
+	}
 	if flags&flagContent == 0 {
 		return nil
 	}

@@ -1,12 +1,16 @@
 package baseindex_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -117,6 +121,7 @@ func TestCorruptCacheIsRebuilt(t *testing.T) {
 			if err := os.WriteFile(target, tt.corrupt(b, other), 0o644); err != nil {
 				t.Fatal(err)
 			}
+			removeViews(t, dir)
 
 			got, err := baseindex.Build(context.Background(), descriptors(layers), opts)
 			if err != nil {
@@ -130,6 +135,120 @@ func TestCorruptCacheIsRebuilt(t *testing.T) {
 			}
 			if _, err := baseindex.Build(context.Background(), unopenable(t, layers), opts); err != nil {
 				t.Errorf("Build() after the rebuild error = %v", err)
+			}
+		})
+	}
+}
+
+// removeViews removes the merged views, so that a Build reads the layers'
+// cache files.
+func removeViews(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.RemoveAll(filepath.Join(dir, "views")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// viewFiles returns the merged views cached in dir.
+func viewFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "views", "sha256", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// TestViewIsOneRead: a warm Build reads the merged view and no layer's
+// cache file, and gives the same index as a cold one, with the same
+// pointer for a path every time it is looked up.
+func TestViewIsOneRead(t *testing.T) {
+	dir := t.TempDir()
+	layers := gzLayers(t, cacheLayers...)
+	opts := baseindex.Options{CacheDir: dir}
+	cold, err := baseindex.Build(context.Background(), descriptors(layers), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(viewFiles(t, dir)); n != 1 {
+		t.Fatalf("%d merged views cached, want 1", n)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "layers")); err != nil {
+		t.Fatal(err)
+	}
+	warm, err := baseindex.Build(context.Background(), unopenable(t, layers), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(snapshot(t, cold), snapshot(t, warm)); diff != "" {
+		t.Errorf("index from the view mismatch (-built +view):\n%s", diff)
+	}
+	a, _ := warm.Lookup("etc/passwd")
+	b, _ := warm.Lookup("/etc/passwd")
+	if a != b {
+		t.Error("Lookup() of one path returned two nodes")
+	}
+	if got := warm.ReadDir("etc/passwd"); got != nil {
+		t.Errorf("ReadDir(a file) = %v, want nil", got)
+	}
+	if got := warm.ReadDir("missing"); got != nil {
+		t.Errorf("ReadDir(a missing path) = %v, want nil", got)
+	}
+	// Another chain (the bottom layer alone) has its own view.
+	if _, err := baseindex.Build(context.Background(), descriptors(layers[:1]), opts); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(viewFiles(t, dir)); n != 2 {
+		t.Errorf("%d merged views cached, want 2", n)
+	}
+}
+
+func TestCorruptViewIsRebuilt(t *testing.T) {
+	tests := []struct {
+		name    string
+		corrupt func(b []byte) []byte
+	}{
+		{name: "flipped payload byte", corrupt: func(b []byte) []byte { b[len(b)-3] ^= 1; return b }},
+		{name: "flipped checksum byte", corrupt: func(b []byte) []byte { b[30] ^= 1; return b }},
+		{name: "truncated", corrupt: func(b []byte) []byte { return b[:len(b)-1] }},
+		{name: "truncated header", corrupt: func(b []byte) []byte { return b[:20] }},
+		{name: "empty", corrupt: func([]byte) []byte { return nil }},
+		{name: "other version", corrupt: func(b []byte) []byte { binary.LittleEndian.PutUint32(b[16:], 99); return b }},
+		{name: "a layer's cache file", corrupt: func([]byte) []byte { return nil }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			layers := gzLayers(t, cacheLayers...)
+			opts := baseindex.Options{CacheDir: dir}
+			want, err := baseindex.Build(context.Background(), descriptors(layers), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			view := viewFiles(t, dir)[0]
+			b, err := os.ReadFile(view)
+			if err != nil {
+				t.Fatal(err)
+			}
+			corrupt := tt.corrupt(bytes.Clone(b))
+			if tt.name == "a layer's cache file" {
+				if corrupt, err = os.ReadFile(cacheFile(dir, layers[0])); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.WriteFile(view, corrupt, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// The layers' cache files rebuild the view.
+			got, err := baseindex.Build(context.Background(), unopenable(t, layers), opts)
+			if err != nil {
+				t.Fatalf("Build() with a corrupt view error = %v", err)
+			}
+			if diff := cmp.Diff(snapshot(t, want), snapshot(t, got)); diff != "" {
+				t.Errorf("rebuilt index mismatch (-want +got):\n%s", diff)
+			}
+			if fixed, err := os.ReadFile(view); err != nil || !bytes.Equal(fixed, b) {
+				t.Errorf("view after the rebuild: %v, same bytes as before: %v", err, bytes.Equal(fixed, b))
 			}
 		})
 	}
@@ -186,5 +305,46 @@ func TestCacheDirNotWritable(t *testing.T) {
 	_, err := baseindex.Build(context.Background(), descriptors(gzLayers(t, cacheLayers...)), baseindex.Options{CacheDir: dir})
 	if err == nil {
 		t.Fatal("Build() succeeded, want an error writing the cache")
+	}
+}
+
+// TestBuildTightensGC: the garbage collector runs at 30% while a large
+// index built in memory lives, and as before once it is garbage; a small
+// one, or one read from the view, changes nothing.
+func TestBuildTightensGC(t *testing.T) {
+	if os.Getenv("GOGC") != "" {
+		t.Skip("GOGC is set: Build leaves the collector alone")
+	}
+	gcPercent := func() int { p := debug.SetGCPercent(100); debug.SetGCPercent(p); return p }
+	before := gcPercent()
+	if _, err := baseindex.Build(context.Background(), descriptors(gzLayers(t, cacheLayers...)), baseindex.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := gcPercent(); got != before {
+		t.Errorf("GC percent with a small index = %d, want %d", got, before)
+	}
+	dir := t.TempDir()
+	layers := descriptors(hardlinkBase(t, 130_000))
+	ix, err := baseindex.Build(context.Background(), layers, baseindex.Options{CacheDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := gcPercent(); got != 30 {
+		t.Errorf("GC percent with an index in memory = %d, want 30", got)
+	}
+	runtime.KeepAlive(ix)
+	ix = nil
+	for i := 0; i < 100 && gcPercent() != before; i++ {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := gcPercent(); got != before {
+		t.Errorf("GC percent once the index is garbage = %d, want %d", got, before)
+	}
+	if _, err := baseindex.Build(context.Background(), layers, baseindex.Options{CacheDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	if got := gcPercent(); got != before {
+		t.Errorf("GC percent with an index from the view = %d, want %d", got, before)
 	}
 }

@@ -9,10 +9,16 @@ import (
 )
 
 func TestContent(t *testing.T) {
+	for _, f := range forms {
+		t.Run(f.name, func(t *testing.T) { testContent(t, f) })
+	}
+}
+
+func testContent(t *testing.T, f form) {
 	bigUnit := "[Unit]\n" + strings.Repeat("#", 64<<10)
 	maxUnit := strings.Repeat("u", 64<<10)
-	layers := gzLayers(t,
-		[]ent{
+	layers, _ := f.layers(t, [][]ent{
+		{
 			file("etc/passwd", "root:x:0:0:root:/root:/bin/bash\n"),
 			file("etc/group", ""),
 			file("usr/lib/passwd", "core:x:1000:1000::/var/home/core:/bin/bash\n"),
@@ -30,11 +36,11 @@ func TestContent(t *testing.T) {
 			file("etc/hostname", "node\n"),
 			file("etc/to-be-replaced/passwd", "nope"),
 		},
-		[]ent{
+		{
 			file("etc/group", "root:x:0:\n"),
 			symlink("usr/lib/group", "../../etc/group"),
 		},
-	)
+	})
 	ix, err := baseindex.Build(context.Background(), descriptors(layers), baseindex.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -72,21 +78,25 @@ func TestContent(t *testing.T) {
 }
 
 func TestContentEmptyFileIsKept(t *testing.T) {
-	layers := gzLayers(t, []ent{file("etc/group", "")})
-	ix, err := baseindex.Build(context.Background(), descriptors(layers), baseindex.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, ok := ix.Content("etc/group"); !ok || len(got) != 0 {
-		t.Errorf("Content(etc/group) = %q, %v, want \"\", true", got, ok)
+	for _, f := range forms {
+		layers, _ := f.layers(t, [][]ent{{file("etc/group", "")}})
+		ix, err := baseindex.Build(context.Background(), descriptors(layers), baseindex.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := ix.Content("etc/group"); !ok || len(got) != 0 {
+			t.Errorf("%s: Content(etc/group) = %q, %v, want \"\", true", f.name, got, ok)
+		}
 	}
 }
 
 func TestContentTooLarge(t *testing.T) {
-	layers := gzLayers(t, []ent{file("etc/passwd", strings.Repeat("x", 16<<20+1))})
-	_, err := baseindex.Build(context.Background(), descriptors(layers), baseindex.Options{})
-	if err == nil || !strings.Contains(err.Error(), "etc/passwd is 16777217 bytes") {
-		t.Fatalf("Build() error = %v, want one about etc/passwd's size", err)
+	for _, f := range forms {
+		layers, _ := f.layers(t, [][]ent{{file("etc/passwd", strings.Repeat("x", 16<<20+1))}})
+		_, err := baseindex.Build(context.Background(), descriptors(layers), baseindex.Options{})
+		if err == nil || !strings.Contains(err.Error(), "etc/passwd is 16777217 bytes") {
+			t.Fatalf("%s: Build() error = %v, want one about etc/passwd's size", f.name, err)
+		}
 	}
 }
 
@@ -200,26 +210,31 @@ func TestContentThroughHardlinks(t *testing.T) {
 			wantOpens: 1,
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			layers := gzLayers(t, tt.layers...)
-			ix, err := baseindex.Build(context.Background(), descriptors(layers), baseindex.Options{})
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("Build() error = %v, want one containing %q", err, tt.wantErr)
+	for _, f := range forms {
+		for _, tt := range tests {
+			t.Run(f.name+"/"+tt.name, func(t *testing.T) {
+				layers, ok := f.layers(t, tt.layers)
+				if !ok {
+					t.Skipf("%s cannot hold these layers", f.name)
 				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("Build() error = %v", err)
-			}
-			got, ok := ix.Content(tt.path)
-			if ok != (tt.want != "") || string(got) != tt.want {
-				t.Errorf("Content(%q) = %.40q, %v, want %.40q", tt.path, got, ok, tt.want)
-			}
-			if got := layers[len(layers)-1].opens.Load(); got != tt.wantOpens {
-				t.Errorf("top layer opened %d times, want %d", got, tt.wantOpens)
-			}
-		})
+				ix, err := baseindex.Build(context.Background(), descriptors(layers), baseindex.Options{})
+				if tt.wantErr != "" {
+					if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+						t.Fatalf("Build() error = %v, want one containing %q", err, tt.wantErr)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatalf("Build() error = %v", err)
+				}
+				got, ok := ix.Content(tt.path)
+				if ok != (tt.want != "") || string(got) != tt.want {
+					t.Errorf("Content(%q) = %.40q, %v, want %.40q", tt.path, got, ok, tt.want)
+				}
+				if got := layers[len(layers)-1].opens.Load(); f.name == "blob" && got != tt.wantOpens {
+					t.Errorf("top layer opened %d times, want %d", got, tt.wantOpens)
+				}
+			})
+		}
 	}
 }

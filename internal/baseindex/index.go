@@ -1,13 +1,22 @@
 package baseindex
 
 import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
 	"path"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Index is the merged filesystem metadata of an image's layers. It is
 // immutable once built and safe for concurrent use.
+//
+// An Index is built in memory, or read from the cache of the merged view
+// (view), which it then looks paths up in where they lie.
 //
 // Its nodes live in slots, in chunks of at most chunkSize: the chunks a
 // layer's entries were decoded into, which the index adopts, and chunks
@@ -23,6 +32,15 @@ type Index struct {
 	content map[string][]byte
 	// listed counts the nodes that are not implied.
 	listed int
+	// view, when set, holds the nodes instead of chunks and paths.
+	view *view
+
+	// files open the unpacked files of each layer, bottom layer first (nil
+	// for a layer without), for the deferred digests.
+	files []func(string) (io.ReadCloser, error)
+	// digests holds the deferred digests computed so far, by path.
+	mu      sync.Mutex
+	digests map[string]Digest
 }
 
 const (
@@ -51,6 +69,9 @@ func (ix *Index) find(p string) (*Node, bool) {
 // relative to the image root; a leading slash is ignored and it is
 // cleaned. Implied directories are returned with Implied set.
 func (ix *Index) Lookup(p string) (*Node, bool) {
+	if ix.view != nil {
+		return ix.view.lookup(relPath(p))
+	}
 	return ix.find(relPath(p))
 }
 
@@ -62,6 +83,9 @@ func (ix *Index) Lookup(p string) (*Node, bool) {
 // etc/systemd/system/ and lib/systemd/system/. The returned slice must not
 // be modified.
 func (ix *Index) Content(p string) ([]byte, bool) {
+	if ix.view != nil {
+		return ix.view.content(relPath(p))
+	}
 	b, ok := ix.content[relPath(p)]
 	return b, ok
 }
@@ -70,6 +94,9 @@ func (ix *Index) Content(p string) ([]byte, bool) {
 // implied directories included. It returns nil if dir is not a directory.
 // Symlinks are not followed.
 func (ix *Index) ReadDir(dir string) []*Node {
+	if ix.view != nil {
+		return ix.view.readDir(relPath(dir))
+	}
 	d, ok := ix.find(relPath(dir))
 	if !ok || d.Type != Dir {
 		return nil
@@ -85,6 +112,67 @@ func (ix *Index) ReadDir(dir string) []*Node {
 	}
 	slices.SortFunc(out, func(a, b *Node) int { return strings.Compare(a.Path, b.Path) })
 	return out
+}
+
+// Digest returns the digest of n, a node of ix, computing it if it is
+// deferred: it reads n's path from the topmost unpacked layer that has a
+// file there, which is the layer that put n there (a layer above it with
+// anything at that path, or a non-directory above it, would have replaced
+// or removed it). A computed digest is remembered.
+func (ix *Index) Digest(n *Node) (Digest, error) {
+	if !n.Deferred() {
+		return n.Digest, nil
+	}
+	ix.mu.Lock()
+	d, ok := ix.digests[n.Path]
+	ix.mu.Unlock()
+	if ok {
+		return d, nil
+	}
+	d, err := ix.readDigest(n)
+	if err != nil {
+		return Digest{}, fmt.Errorf("digest of %s: %w", n.Path, err)
+	}
+	ix.mu.Lock()
+	if ix.digests == nil {
+		ix.digests = map[string]Digest{}
+	}
+	ix.digests[n.Path] = d
+	ix.mu.Unlock()
+	return d, nil
+}
+
+func (ix *Index) readDigest(n *Node) (Digest, error) {
+	for i := len(ix.files) - 1; i >= 0; i-- {
+		if ix.files[i] == nil {
+			continue
+		}
+		rc, err := ix.files[i](n.Path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return Digest{}, err
+		}
+		return hashFile(rc, n.Size)
+	}
+	return Digest{}, errors.New("no unpacked layer has the file")
+}
+
+// hashFile returns the digest of what rc reads, which must be size bytes,
+// and closes it.
+func hashFile(rc io.ReadCloser, size int64) (d Digest, err error) {
+	defer func() { err = errors.Join(err, rc.Close()) }()
+	h := sha256.New()
+	n, err := io.Copy(h, io.LimitReader(rc, size+1))
+	if err != nil {
+		return d, err
+	}
+	if n != size {
+		return d, fmt.Errorf("the unpacked file has %d bytes, the layer's tar header says %d", n, size)
+	}
+	h.Sum(d[:0])
+	return d, nil
 }
 
 // Len returns the number of paths the layers list, implied directories

@@ -111,11 +111,13 @@ func compress(tb testing.TB, c compression, b []byte) []byte {
 	return buf.Bytes()
 }
 
-// testLayer is a layer blob held in memory that counts its opens.
+// testLayer is a layer blob held in memory that counts its opens, and
+// the reads of its metadata and unpacked files when it has them.
 type testLayer struct {
 	baseindex.Layer
-	blob  []byte
-	opens atomic.Int32
+	blob                 []byte
+	opens                atomic.Int32
+	metaReads, fileReads atomic.Int32
 }
 
 // newLayer returns a layer for blob whose digest and size match it.
@@ -188,9 +190,9 @@ func bodies(layers [][]ent) map[string]string {
 }
 
 // listing describes every node of ix, walking it with ReadDir from the
-// root, one line per node; file digests are shown as the quoted body they
-// are the digest of. It checks that Lookup agrees with ReadDir and that
-// Len counts the nodes that are not implied.
+// root, one line per node; file digests (deferred ones computed) are
+// shown as the quoted body they are the digest of. It checks that Lookup
+// agrees with ReadDir and that Len counts the nodes that are not implied.
 func listing(t *testing.T, ix *baseindex.Index, known map[string]string) []string {
 	t.Helper()
 	var lines []string
@@ -204,7 +206,7 @@ func listing(t *testing.T, ix *baseindex.Index, known map[string]string) []strin
 			if !n.Implied {
 				listed++
 			}
-			lines = append(lines, describe(n, known))
+			lines = append(lines, describe(t, ix, n, known))
 			if n.Type == baseindex.Dir {
 				walk(n.Path)
 			}
@@ -216,7 +218,7 @@ func listing(t *testing.T, ix *baseindex.Index, known map[string]string) []strin
 	}
 	if !root.Implied {
 		listed++
-		lines = append(lines, describe(root, known))
+		lines = append(lines, describe(t, ix, root, known))
 	}
 	walk("")
 	if ix.Len() != listed {
@@ -226,7 +228,9 @@ func listing(t *testing.T, ix *baseindex.Index, known map[string]string) []strin
 	return lines
 }
 
-func describe(n *baseindex.Node, known map[string]string) string {
+// describe describes a node, with its digest computed if it is deferred.
+func describe(t *testing.T, ix *baseindex.Index, n *baseindex.Node, known map[string]string) string {
+	t.Helper()
 	var b strings.Builder
 	p := n.Path
 	if p == "" {
@@ -247,7 +251,11 @@ func describe(n *baseindex.Node, known map[string]string) string {
 		}
 		b.WriteString(")")
 	}
-	if d := n.Digest.String(); d != "" {
+	sum, err := ix.Digest(n)
+	if err != nil {
+		t.Errorf("Digest(%q): %v", n.Path, err)
+	}
+	if d := sum.String(); d != "" {
 		body, ok := known[d]
 		if !ok || int64(len(body)) != n.Size {
 			fmt.Fprintf(&b, " %s size %d", d, n.Size)

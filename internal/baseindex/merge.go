@@ -79,7 +79,7 @@ func (m *merger) apply(l *layerData) error {
 		i := first + int32(k)
 		n := m.ix.node(i)
 		var content []byte
-		if n.hasContent {
+		if n.hasContent() {
 			content = l.content[k]
 		}
 		if n.Type == Hardlink {
@@ -113,7 +113,7 @@ func (m *merger) put(i int32, content []byte) {
 	}
 	ix.listed++
 	n = ix.node(j)
-	n.hasContent = content != nil
+	n.setContent(content != nil)
 	if content != nil {
 		ix.content[n.Path] = content
 	}
@@ -222,9 +222,9 @@ func (m *merger) drop(i int32) {
 
 // dropContent forgets the kept content of n.
 func (m *merger) dropContent(n *Node) {
-	if n.hasContent {
+	if n.hasContent() {
 		delete(m.ix.content, n.Path)
-		n.hasContent = false
+		n.setContent(false)
 	}
 }
 
@@ -249,6 +249,7 @@ func (m *merger) resolveLink(n *Node, content []byte) ([]byte, error) {
 		n.LinkedType = t.Type
 	}
 	n.Size, n.Digest, n.Target = t.Size, t.Digest, t.Path
+	n.flags = n.flags&^nodeDeferred | t.flags&nodeDeferred
 	if content != nil || n.LinkedType != File {
 		return content, nil
 	}
@@ -266,7 +267,7 @@ func (m *merger) linkContent(n, t *Node) ([]byte, error) {
 	if err != nil || !keep {
 		return nil, err
 	}
-	if !t.hasContent {
+	if !t.hasContent() {
 		return nil, fmt.Errorf("hardlink %q to %q: %w", n.Path, n.Target, errNotKept)
 	}
 	return m.ix.content[t.Path], nil

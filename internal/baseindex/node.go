@@ -65,7 +65,7 @@ type Node struct {
 	Size int64
 	// Digest is the SHA-256 of a regular file's content; a hardlink
 	// carries the digest of the file it links to. It is zero for the
-	// other types.
+	// other types, and while the digest is deferred (see Deferred).
 	Digest Digest
 	// Mode holds the permission bits, setuid, setgid and sticky (07777).
 	Mode     uint32
@@ -79,13 +79,39 @@ type Node struct {
 	// returned by Lookup and ReadDir but not counted by Index.Len.
 	Implied bool
 
-	// hasContent is set when the index keeps the node's content.
-	hasContent bool
+	// flags has nodeContent when the index keeps the node's content, and
+	// nodeDeferred when its digest is deferred.
+	flags nodeFlags
 	// first and next link a node of an Index into its directory's
 	// children: they are the slots of its own first child and of its
 	// next sibling, noSlot ending a list.
 	first, next int32
 }
+
+// nodeFlags are a Node's private flags.
+type nodeFlags uint8
+
+const (
+	nodeContent nodeFlags = 1 << iota
+	nodeDeferred
+)
+
+func (n *Node) hasContent() bool { return n.flags&nodeContent != 0 }
+
+func (n *Node) setContent(on bool) {
+	if on {
+		n.flags |= nodeContent
+	} else {
+		n.flags &^= nodeContent
+	}
+}
+
+// Deferred reports whether the node is a regular file, or a hardlink to
+// one, whose Digest the index has not computed: a layer listed from its
+// tar-split (containers-storage) records no digests, and the index reads
+// the file from the unpacked layer the first time its digest is asked
+// for (Root.Lstat, Index.Digest).
+func (n *Node) Deferred() bool { return n.flags&nodeDeferred != 0 }
 
 // Digest is the SHA-256 of a regular file's content.
 type Digest [sha256.Size]byte

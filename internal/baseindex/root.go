@@ -19,7 +19,8 @@ func rel(p string) string { return strings.TrimPrefix(p, "/") }
 // Entry is the node as lstat(2) would describe its path once the image is
 // extracted: a hard link (ostree-ext bases hard-link every path to its
 // object) is the file or symlink it shares an inode with, with that
-// file's size and digest. Devices and fifos are manifest.Other.
+// file's size and digest. Devices and fifos are manifest.Other. A
+// deferred digest is not there: Root.Lstat computes it.
 func (n *Node) Entry() manifest.Entry {
 	t, target := n.Lstat()
 	e := manifest.Entry{Path: "/" + n.Path, Mode: manifest.Mode(n.Mode), UID: int(n.UID), GID: int(n.GID), Target: target}
@@ -45,6 +46,13 @@ func (r Root) Lstat(p string) (manifest.Entry, bool, error) {
 	}
 	e := n.Entry()
 	e.Path = path.Clean("/" + p)
+	if n.Deferred() {
+		d, err := r.Index.Digest(n)
+		if err != nil {
+			return manifest.Entry{}, false, err
+		}
+		e.Digest = d.Digest()
+	}
 	return e, true, nil
 }
 

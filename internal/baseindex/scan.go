@@ -58,8 +58,9 @@ var layerMediaTypes = map[string]bool{
 
 // scanLayer streams one layer blob, checks its digest and size, and returns
 // its entries.
-func scanLayer(ctx context.Context, l Layer, progress func(digest.Digest, int64)) (*scanned, error) {
-	s, err := scanBlob(ctx, l, progress, nil)
+// An eStargz layer's metadata files are skipped (estargzMeta).
+func scanLayer(ctx context.Context, l Layer, progress func(digest.Digest, int64), skipEstargz bool) (*scanned, error) {
+	s, err := scanBlob(ctx, l, progress, nil, skipEstargz)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +73,7 @@ func scanLayer(ctx context.Context, l Layer, progress func(digest.Digest, int64)
 	}
 	// Some hardlinks at kept paths point to files whose content the first
 	// pass did not keep: read the layer again for just those files.
-	again, err := scanBlob(ctx, l, nil, want)
+	again, err := scanBlob(ctx, l, nil, want, skipEstargz)
 	if err != nil {
 		return nil, fmt.Errorf("second pass: %w", err)
 	}
@@ -84,7 +85,7 @@ func scanLayer(ctx context.Context, l Layer, progress func(digest.Digest, int64)
 
 // scanBlob makes one pass over a layer blob. want holds the indexes of the
 // entries whose content to keep in the scanner's got map.
-func scanBlob(ctx context.Context, l Layer, progress func(digest.Digest, int64), want map[int]bool) (s *scanner, err error) {
+func scanBlob(ctx context.Context, l Layer, progress func(digest.Digest, int64), want map[int]bool, skipEstargz bool) (s *scanner, err error) {
 	if l.Open == nil {
 		return nil, errors.New("layer has no Open function")
 	}
@@ -100,6 +101,7 @@ func scanBlob(ctx context.Context, l Layer, progress func(digest.Digest, int64),
 	blob := newBlobReader(ctx, r, l, progress)
 	br := bufio.NewReaderSize(blob, blobBuffer)
 	s = newScanner(want)
+	s.skipEstargz = skipEstargz
 	if err := s.readBlob(br, l.MediaType); err != nil {
 		if ctx.Err() != nil {
 			return nil, err
@@ -212,6 +214,8 @@ type scanner struct {
 
 	want map[int]bool
 	got  map[int][]byte
+	// skipEstargz skips eStargz's metadata files.
+	skipEstargz bool
 }
 
 // recentFile is a small file the scan read recently.
@@ -222,14 +226,14 @@ type recentFile struct {
 }
 
 func newScanner(want map[int]bool) *scanner {
-	return &scanner{
-		hash:    sha256.New(),
-		buf:     make([]byte, copyBuffer),
-		kept:    map[string][]byte{},
-		want:    want,
-		scanned: newScanned(),
-		got:     map[int][]byte{},
-	}
+	s := newListScanner()
+	s.hash, s.buf, s.want = sha256.New(), make([]byte, copyBuffer), want
+	return s
+}
+
+// newListScanner returns a scanner for listings, which hash nothing.
+func newListScanner() *scanner {
+	return &scanner{kept: map[string][]byte{}, scanned: newScanned(), got: map[int][]byte{}}
 }
 
 // readTar reads every entry of a tar stream.
@@ -251,50 +255,60 @@ func (s *scanner) readTar(r io.Reader) error {
 
 // add records one tar entry; r reads its content.
 func (s *scanner) add(hdr *tar.Header, r io.Reader) error {
-	if hdr.Typeflag == tar.TypeXGlobalHeader {
-		return nil
-	}
-	p, err := entryPath(hdr.Name)
-	if err != nil {
-		return err
-	}
-	if aufsMeta(p) {
-		return nil
-	}
-	s.forget(p)
-	if name := baseName(p); strings.HasPrefix(name, whiteoutPrefix) {
-		return s.addWhiteout(parentDir(p), name)
-	}
-	if !validID(hdr.Uid) || !validID(hdr.Gid) {
-		return fmt.Errorf("owner %d:%d is not a valid uid:gid", hdr.Uid, hdr.Gid)
-	}
-	e := entry{mode: uint32(hdr.Mode) & 0o7777, uid: uint32(hdr.Uid), gid: uint32(hdr.Gid)}
-	if e.typ, err = entryType(hdr.Typeflag); err != nil {
-		return err
-	}
-	if p == "" && e.typ != Dir {
-		return fmt.Errorf("root is a %s", e.typ)
-	}
-	if e.path, err = s.intern(p); err != nil {
+	e, p, ok, err := s.header(hdr)
+	if err != nil || !ok {
 		return err
 	}
 	switch e.typ {
 	case File:
 		return s.addFile(e, p, hdr.Size, r)
-	case Symlink:
-		e.target, err = s.intern(hdr.Linkname)
 	case Hardlink:
-		err = s.addHardlink(&e, p, hdr.Linkname)
-	}
-	if err != nil {
-		return err
+		if err := s.addHardlink(&e, p, hdr.Linkname); err != nil {
+			return err
+		}
+		s.linkContent(p, s.str(e.target))
 	}
 	s.entries = append(s.entries, e)
 	return nil
 }
 
-// addHardlink sets the target of a hardlink at p, and its content if the
-// scan has it at hand and p is kept.
+// header turns a tar header into an entry at path p, with its path and,
+// for a symlink, its target interned; it records whiteouts and opaque
+// markers itself. It reports false for what is not an entry.
+func (s *scanner) header(hdr *tar.Header) (e entry, p string, ok bool, err error) {
+	if hdr.Typeflag == tar.TypeXGlobalHeader {
+		return e, "", false, nil
+	}
+	if p, err = entryPath(hdr.Name); err != nil {
+		return e, "", false, err
+	}
+	if aufsMeta(p) || s.skipEstargz && estargzMeta[p] {
+		return e, "", false, nil
+	}
+	s.forget(p)
+	if name := baseName(p); strings.HasPrefix(name, whiteoutPrefix) {
+		return e, "", false, s.addWhiteout(parentDir(p), name)
+	}
+	if !validID(hdr.Uid) || !validID(hdr.Gid) {
+		return e, "", false, fmt.Errorf("owner %d:%d is not a valid uid:gid", hdr.Uid, hdr.Gid)
+	}
+	e = entry{mode: uint32(hdr.Mode) & 0o7777, uid: uint32(hdr.Uid), gid: uint32(hdr.Gid)}
+	if e.typ, err = entryType(hdr.Typeflag); err != nil {
+		return e, "", false, err
+	}
+	if p == "" && e.typ != Dir {
+		return e, "", false, fmt.Errorf("root is a %s", e.typ)
+	}
+	if e.path, err = s.intern(p); err != nil {
+		return e, "", false, err
+	}
+	if e.typ == Symlink {
+		e.target, err = s.intern(hdr.Linkname)
+	}
+	return e, p, err == nil, err
+}
+
+// addHardlink sets the target of a hardlink at p.
 func (s *scanner) addHardlink(e *entry, p, linkname string) error {
 	target, err := entryPath(linkname)
 	if err != nil {
@@ -303,11 +317,8 @@ func (s *scanner) addHardlink(e *entry, p, linkname string) error {
 	if target == p {
 		return errors.New("hardlink to itself")
 	}
-	if e.target, err = s.intern(target); err != nil {
-		return err
-	}
-	s.linkContent(p, target)
-	return nil
+	e.target, err = s.intern(target)
+	return err
 }
 
 // validID reports whether id is a uid or gid that Linux can give a file.
@@ -549,9 +560,38 @@ func (s *scanner) fillLinks(want map[int]bool, got map[int][]byte) error {
 // Leading slashes are dropped; ".." that would climb above the root is an
 // error, as extraction refuses it.
 func entryPath(name string) (string, error) {
+	if p, ok := cleanRel(name); ok {
+		return p, nil
+	}
 	c := path.Clean(name)
 	if c == ".." || strings.HasPrefix(c, "../") {
 		return "", fmt.Errorf("path %q escapes the root", name)
 	}
 	return relPath(c), nil
+}
+
+// cleanRel returns name without a leading "./" or "/" and a trailing "/"
+// if that leaves a clean relative path, which is what most tar entry
+// names are; false sends the caller to path.Clean.
+func cleanRel(name string) (string, bool) {
+	p := strings.TrimPrefix(name, "./")
+	if len(p) > 0 && p[0] == '/' {
+		p = p[1:]
+	}
+	p = strings.TrimSuffix(p, "/")
+	if p == "" {
+		return "", false
+	}
+	for start := 0; start <= len(p); {
+		end := strings.IndexByte(p[start:], '/')
+		if end < 0 {
+			end = len(p) - start
+		}
+		switch p[start : start+end] {
+		case "", ".", "..":
+			return "", false
+		}
+		start += end + 1
+	}
+	return p, true
 }

@@ -35,6 +35,8 @@ type entry struct {
 	digest         Digest
 	mode, uid, gid uint32
 	typ            Type
+	// deferred marks a regular file whose digest is not known yet.
+	deferred bool
 }
 
 func newScanned() scanned {
@@ -89,6 +91,9 @@ func appendEntry(b []byte, e *entry, content []byte, kept bool) []byte {
 	}
 	if kept {
 		flags |= flagContent
+	}
+	if e.deferred {
+		flags |= flagDeferred
 	}
 	b = appendRef(append(b, byte(e.typ), flags), e.path)
 	b = binary.AppendUvarint(b, uint64(e.mode))

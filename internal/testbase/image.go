@@ -68,6 +68,9 @@ func writeImage(blobDir string, o resolved, p v1.Platform) (v1.Descriptor, error
 	if err != nil {
 		return v1.Descriptor{}, fmt.Errorf("planning layers: %w", err)
 	}
+	if o.ostree {
+		planned = ostreeShape(planned)
+	}
 	layers, err := writeLayers(blobDir, planned, o.docker)
 	if err != nil {
 		return v1.Descriptor{}, err

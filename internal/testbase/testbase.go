@@ -85,6 +85,12 @@ type Options struct {
 	Tag string
 	// Size, when set, adds bulk layers after the base content.
 	Size *SizeOptions
+	// Ostree writes every layer the way rpm-ostree publishes an ostree
+	// commit: each regular file an object under
+	// sysroot/ostree/repo/objects/ and a hard link to it at its path (see
+	// ostreeShape). The merged tree is the same but for the objects and
+	// the files' being hard links.
+	Ostree bool
 }
 
 // Write writes the image layout described by opts into dir, which must not
@@ -117,10 +123,11 @@ type resolved struct {
 	platforms []v1.Platform
 	tag       string
 	size      *SizeOptions
+	ostree    bool
 }
 
 func resolve(opts Options) (resolved, error) {
-	o := resolved{extra: opts.ExtraLayers, tag: opts.Tag, size: opts.Size}
+	o := resolved{extra: opts.ExtraLayers, tag: opts.Tag, size: opts.Size, ostree: opts.Ostree}
 	switch opts.Format {
 	case "", "oci":
 	case "docker":

@@ -632,3 +632,84 @@ func TestDefaultBaseIsSmall(t *testing.T) {
 		t.Errorf("default layout is %d bytes, want under 1 MiB", total)
 	}
 }
+
+// TestOstreeShape: an ostree-shaped base unpacks to the same tree as the
+// plain one, with each regular file a hard link to an object written
+// right before it, and the objects under sysroot/ostree/repo/objects.
+func TestOstreeShape(t *testing.T) {
+	size := &SizeOptions{TotalBytes: 1 << 20, Files: 300, Layers: 3}
+	plainDir, _ := write(t, Options{Size: size})
+	dir, d := write(t, Options{Size: size, Ostree: true})
+	if _, again := write(t, Options{Size: size, Ostree: true}); again != d {
+		t.Errorf("second ostree-shaped Write() = %s, want %s", again, d)
+	}
+	plain, err := Unpack(plainDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shaped, err := Unpack(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range plain {
+		got, ok := shaped[p]
+		if !ok {
+			t.Errorf("%s missing from the ostree-shaped tree", p)
+			continue
+		}
+		if want.Type == tar.TypeReg || want.Type == tar.TypeLink {
+			if got.Type != tar.TypeLink || !strings.HasPrefix(got.Target, objectsDir+"/") {
+				t.Errorf("%s = type %q target %q, want a hard link to an object", p, got.Type, got.Target)
+			}
+			want.Type, want.Target = got.Type, got.Target
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s mismatch (-plain +ostree):\n%s", p, diff)
+		}
+	}
+	for p := range shaped {
+		if _, ok := plain[p]; !ok && !strings.HasPrefix(p+"/", "sysroot/ostree/") {
+			t.Errorf("%s is only in the ostree-shaped tree", p)
+		}
+	}
+	m, err := readManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range m.Layers {
+		entries, err := readLayer(blobPath(dir, l.Digest), l.MediaType)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, problem := range ostreeProblems(entries) {
+			t.Errorf("layer %s: %s", l.Digest, problem)
+		}
+	}
+}
+
+// ostreeProblems lists the entries of an ostree-shaped layer that are not
+// where ostree-ext would write them: directories first, every regular
+// file an object followed by its hard links.
+func ostreeProblems(entries []entry) []string {
+	var problems []string
+	seen := map[string]byte{}
+	dirsDone := false
+	for _, e := range entries {
+		if e.typ == tar.TypeDir && dirsDone {
+			problems = append(problems, "directory "+e.name+" after other entries")
+		}
+		dirsDone = dirsDone || e.typ != tar.TypeDir
+		isMarker := strings.HasPrefix(path.Base(e.name), whiteoutPrefix)
+		switch {
+		case e.typ == tar.TypeReg && !isMarker && !strings.HasPrefix(e.name, objectsDir+"/"):
+			problems = append(problems, "regular file "+e.name+" outside the objects")
+		case e.typ == tar.TypeLink && seen[e.target] != tar.TypeReg:
+			problems = append(problems, "hard link "+e.name+" before its object "+e.target)
+		}
+		if parent := path.Dir(e.name); parent != "." && seen[parent] != tar.TypeDir {
+			problems = append(problems, e.name+" before its parent directory")
+		}
+		seen[e.name] = e.typ
+	}
+	return problems
+}

@@ -1,11 +1,16 @@
 // Command mkbase writes a deterministic RHCOS-like base image as an OCI
 // layout (see package testbase) and prints the digest index.json points at.
+// It can also write the same base in the other forms mcbake indexes
+// differently: as zstd:chunked (-chunked), and into containers-storage
+// (-storage), both with containers/image.
 //
 //	go run ./internal/testbase/mkbase -o DIR [-size 1GiB -files 50000 -layers 8]
-//	    [-format oci|docker] [-platforms linux/amd64,linux/arm64] [-tag latest]
+//	    [-ostree] [-format oci|docker] [-platforms linux/amd64,linux/arm64] [-tag latest]
+//	    [-chunked DIR] [-storage NAME -storage-root DIR -storage-runroot DIR -storage-driver overlay]
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,10 +19,14 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mcbake/mcbake/image"
 	"github.com/mcbake/mcbake/internal/testbase"
 )
 
 func main() {
+	if image.InitReexec() {
+		return
+	}
 	if err := run(os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "mkbase:", err)
 		os.Exit(1)
@@ -33,13 +42,20 @@ func run(args []string, stdout io.Writer) error {
 	format := fs.String("format", "oci", "manifest format: oci or docker")
 	platforms := fs.String("platforms", "linux/amd64", "comma-separated os/arch[/variant] list")
 	tag := fs.String("tag", "latest", "reference name in index.json")
+	ostree := fs.Bool("ostree", false, "ostree-shaped layers: every file an object under sysroot/ostree/repo/objects/ and a hard link at its path")
+	chunked := fs.String("chunked", "", "also write the base as zstd:chunked to this OCI layout directory")
+	storage := fs.String("storage", "", "also copy the base into containers-storage under this name")
+	var so image.Options
+	fs.StringVar(&so.StorageRoot, "storage-root", "", "containers-storage root (with -storage)")
+	fs.StringVar(&so.StorageRunRoot, "storage-runroot", "", "containers-storage run root (with -storage)")
+	fs.StringVar(&so.StorageDriver, "storage-driver", "", "containers-storage driver (with -storage)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *out == "" || fs.NArg() > 0 {
 		return errors.New("usage: mkbase -o DIR [flags]")
 	}
-	opts := testbase.Options{Format: *format, Platforms: strings.Split(*platforms, ","), Tag: *tag}
+	opts := testbase.Options{Format: *format, Platforms: strings.Split(*platforms, ","), Tag: *tag, Ostree: *ostree}
 	if *size != "" {
 		total, err := parseSize(*size)
 		if err != nil {
@@ -51,8 +67,26 @@ func run(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(stdout, d)
-	return err
+	if _, err := fmt.Fprintln(stdout, d); err != nil {
+		return err
+	}
+	return convert(*out+":"+*tag, *chunked+":"+*tag, *storage, so)
+}
+
+// convert writes the other forms of the base at layout (DIR:TAG): as
+// zstd:chunked at chunked (DIR:TAG; none for ":TAG"), into storage.
+func convert(layout, chunked, storage string, opts image.Options) error {
+	opts.InsecurePolicy = true // the base was just written here
+	src := "oci:" + layout
+	if !strings.HasPrefix(chunked, ":") {
+		if err := image.Convert(context.Background(), src, "oci:"+chunked, "zstd:chunked", opts); err != nil {
+			return err
+		}
+	}
+	if storage != "" {
+		return image.Convert(context.Background(), src, "containers-storage:"+storage, "", opts)
+	}
+	return nil
 }
 
 // parseSize reads a byte count with an optional KiB/MiB/GiB (or K/M/G, KB/MB/GB) suffix.

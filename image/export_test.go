@@ -1,0 +1,4 @@
+package image
+
+// ShutdownTestStore is shutdownTestStore for the external tests.
+var ShutdownTestStore = shutdownTestStore

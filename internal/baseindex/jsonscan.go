@@ -1,0 +1,262 @@
+package baseindex
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"math"
+	"unsafe"
+)
+
+// jsonScanner reads the JSON of a tar-split line or a table of contents
+// without building values for what it skips: both hold tens of thousands
+// of small flat objects, which encoding/json decodes ten times slower
+// than a layer's metadata is worth. It reads RFC 8259 JSON; a number it
+// is asked for must be an integer. The first error sticks: every read
+// after it returns a zero value, and err says what went wrong.
+type jsonScanner struct {
+	b   []byte
+	i   int
+	err error
+}
+
+var errJSON = errors.New("malformed JSON")
+
+func (s *jsonScanner) fail() {
+	if s.err == nil {
+		s.err = errJSON
+	}
+}
+
+// ws skips white space and returns the next byte, or 0 at the end.
+func (s *jsonScanner) ws() byte {
+	for s.i < len(s.b) {
+		switch c := s.b[s.i]; c {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return c
+		}
+	}
+	return 0
+}
+
+// expect consumes the byte c after white space.
+func (s *jsonScanner) expect(c byte) bool {
+	if s.err != nil || s.ws() != c {
+		s.fail()
+		return false
+	}
+	s.i++
+	return true
+}
+
+// object reads an object, calling fn with each key; fn must read the
+// value (str, int, skip or a nested object or array).
+func (s *jsonScanner) object(fn func(key []byte)) {
+	if !s.expect('{') {
+		return
+	}
+	if s.ws() == '}' {
+		s.i++
+		return
+	}
+	for s.err == nil {
+		key := s.bytes()
+		if !s.expect(':') {
+			return
+		}
+		fn(key)
+		switch s.ws() {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			return
+		default:
+			s.fail()
+		}
+	}
+}
+
+// array reads an array, calling fn to read each element.
+func (s *jsonScanner) array(fn func()) {
+	if !s.expect('[') {
+		return
+	}
+	if s.ws() == ']' {
+		s.i++
+		return
+	}
+	for s.err == nil {
+		fn()
+		switch s.ws() {
+		case ',':
+			s.i++
+		case ']':
+			s.i++
+			return
+		default:
+			s.fail()
+		}
+	}
+}
+
+// bytes reads a string. Without escapes it is a slice of the input.
+func (s *jsonScanner) bytes() []byte {
+	if !s.expect('"') {
+		return nil
+	}
+	start := s.i
+	// The common case, base64 and paths: no escape before the closing
+	// quote, found at memchr's speed.
+	if end := bytes.IndexByte(s.b[start:], '"'); end >= 0 && bytes.IndexByte(s.b[start:start+end], '\\') < 0 {
+		str := s.b[start : start+end]
+		if !plain(str) {
+			s.fail()
+			return nil
+		}
+		s.i = start + end + 1
+		return str
+	}
+	for ; s.i < len(s.b); s.i++ {
+		switch c := s.b[s.i]; {
+		case c == '\\':
+			s.i++
+		case c == '"':
+			s.i++
+			var str string
+			if err := json.Unmarshal(s.b[start-1:s.i], &str); err != nil {
+				s.fail()
+				return nil
+			}
+			return []byte(str)
+		}
+	}
+	s.fail()
+	return nil
+}
+
+// plain reports whether b has no control character, which a JSON string
+// must escape.
+func plain(b []byte) bool {
+	for len(b) >= 8 {
+		v := binary.LittleEndian.Uint64(b)
+		// A byte below 0x20 has none of the bits 0xe0 set.
+		if (v-0x2020202020202020)&^v&0x8080808080808080 != 0 {
+			break
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c < 0x20 {
+			return false
+		}
+	}
+	return true
+}
+
+// str reads a string, or null as "".
+func (s *jsonScanner) str() string {
+	if s.null() {
+		return ""
+	}
+	return string(s.bytes())
+}
+
+// view reads a string, or null as "", as a string that shares the
+// input's memory: for input that is never modified.
+func (s *jsonScanner) view() string {
+	if s.null() {
+		return ""
+	}
+	b := s.bytes()
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+// null consumes a null and reports whether there was one.
+func (s *jsonScanner) null() bool {
+	if s.err == nil && s.ws() == 'n' && len(s.b)-s.i >= 4 && string(s.b[s.i:s.i+4]) == "null" {
+		s.i += 4
+		return true
+	}
+	return false
+}
+
+// int reads an integer, or null as 0.
+func (s *jsonScanner) int() int64 {
+	if s.null() || s.err != nil {
+		return 0
+	}
+	s.ws()
+	neg := s.i < len(s.b) && s.b[s.i] == '-'
+	if neg {
+		s.i++
+	}
+	start := s.i
+	var v uint64
+	for ; s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9'; s.i++ {
+		d := uint64(s.b[s.i] - '0')
+		if v > (math.MaxInt64-d)/10 {
+			s.fail()
+			return 0
+		}
+		v = v*10 + d
+	}
+	if s.i == start || (s.i < len(s.b) && (s.b[s.i] == '.' || s.b[s.i] == 'e' || s.b[s.i] == 'E')) {
+		s.fail()
+		return 0
+	}
+	if neg {
+		return -int64(v)
+	}
+	return int64(v)
+}
+
+// skip reads any value.
+func (s *jsonScanner) skip() {
+	switch s.ws() {
+	case '{':
+		s.object(func([]byte) { s.skip() })
+	case '[':
+		s.array(s.skip)
+	case '"':
+		s.bytes()
+	case 't', 'f', 'n':
+		for _, lit := range []string{"true", "false", "null"} {
+			if len(s.b)-s.i >= len(lit) && string(s.b[s.i:s.i+len(lit)]) == lit {
+				s.i += len(lit)
+				return
+			}
+		}
+		s.fail()
+	default:
+		s.number()
+	}
+}
+
+// number skips a number of any form.
+func (s *jsonScanner) number() {
+	start := s.i
+	for ; s.i < len(s.b); s.i++ {
+		c := s.b[s.i]
+		if (c < '0' || c > '9') && c != '-' && c != '+' && c != '.' && c != 'e' && c != 'E' {
+			break
+		}
+	}
+	if s.i == start || !json.Valid(s.b[start:s.i]) {
+		s.fail()
+	}
+}
+
+// end checks that nothing but white space is left.
+func (s *jsonScanner) end() error {
+	if s.err == nil && s.ws() != 0 {
+		s.fail()
+	}
+	return s.err
+}

@@ -1,0 +1,490 @@
+package baseindex
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"hash/crc32"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// A view file holds the merged index of one chain of layers (docs/
+// design.md, "Indexing a base"), laid out to be looked up where it lies
+// rather than decoded, so that a warm build reads one file and touches
+// only the paths it asks for:
+//
+//	magic    16 bytes  "mcbake baseview\n"
+//	version   4 bytes  little endian, viewVersion
+//	length    8 bytes  little endian, payload length
+//	checksum  4 bytes  little endian, CRC-32C of the payload
+//	payload:
+//	  key      32 bytes  the chain's key (viewKey)
+//	  nodes     4 bytes  the record count
+//	  listed    4 bytes  Index.Len
+//	  flags     4 bytes  viewDeferred if some digest is deferred
+//	  records  nodes × recordSize bytes, every node of the index
+//	           (implied directories and the root included), sorted by
+//	           parent path, then name
+//	  strings  the rest: parent paths, names, targets and kept contents,
+//	           which records refer to by offset and length
+//
+// A record, little endian: parent, name, target, linked target and
+// content refs (offset and length, 4 bytes each), size (8), mode, uid,
+// gid (4 each), type, linked type, flags (recordImplied, recordContent,
+// recordDeferred) and a pad byte, digest (32). The root has an empty
+// parent and name. The checksum catches a damaged or truncated file; the
+// cache is trusted like the rest of the user's cache directory, but every
+// reference is bounds-checked when the file is read. Bump viewVersion
+// whenever the encoding or what an Index holds changes.
+const (
+	viewMagic   = "mcbake baseview\n"
+	viewVersion = 1
+	viewHeader  = len(viewMagic) + 4 + 8 + 4
+	viewFixed   = sha256.Size + 4 + 4 + 4
+	recordSize  = 96
+
+	viewDeferred = 1
+
+	recordImplied  = 1
+	recordContent  = 2
+	recordDeferred = 4
+)
+
+// viewKey names the chain of layers: their blob digests in order, and the
+// digest of each one's TOC when it names one (a layer read from its TOC
+// is vouched for by it).
+func viewKey(layers []Layer) [sha256.Size]byte {
+	h := sha256.New()
+	io.WriteString(h, viewMagic)
+	for _, l := range layers {
+		_, toc, _ := layerTOC(l)
+		io.WriteString(h, l.Digest.String()+" "+toc.String()+"\n")
+	}
+	var key [sha256.Size]byte
+	h.Sum(key[:0])
+	return key
+}
+
+// viewFile is where the view of a chain is cached.
+func viewFile(dir string, key [sha256.Size]byte) string {
+	return filepath.Join(dir, "views", "sha256", hex.EncodeToString(key[:]))
+}
+
+// view is an Index read from a view file.
+type view struct {
+	recs, strs []byte
+	count      int
+	// nodes are the records made Nodes so far, so that a path's node is
+	// always the same pointer.
+	mu    sync.Mutex
+	nodes map[int]*Node
+}
+
+// readView returns the index cached at file for the chain key, or false
+// if there is none usable: any problem makes the caller build it. The
+// file is mapped, not read: the checksum reads it whole, but nothing is
+// copied or decoded except the nodes looked up.
+func readView(file string, key [sha256.Size]byte, layers []Layer) (*Index, bool) {
+	b, unmap, ok := mapFile(file)
+	if !ok {
+		return nil, false
+	}
+	v, listed, ok := openView(b, key, layers)
+	if !ok {
+		unmap()
+		return nil, false
+	}
+	// Nothing outside the view points into the mapping: nodes and
+	// contents are copies.
+	runtime.AddCleanup(v, func(unmap func()) { unmap() }, unmap)
+	return &Index{view: v, listed: listed, files: unpackedFiles(layers)}, true
+}
+
+// mapFile maps a file read-only.
+func mapFile(file string) (b []byte, unmap func(), ok bool) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, nil, false
+	}
+	defer f.Close() // the mapping outlives the descriptor
+	fi, err := f.Stat()
+	if err != nil || fi.Size() < int64(viewHeader+viewFixed) || fi.Size() > math.MaxInt32*recordSize {
+		return nil, nil, false
+	}
+	b, err = unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, nil, false
+	}
+	return b, func() { _ = unix.Munmap(b) }, true
+}
+
+// openView checks a mapped view file and returns its view and Len.
+func openView(b []byte, key [sha256.Size]byte, layers []Layer) (*view, int, bool) {
+	if string(b[:len(viewMagic)]) != viewMagic {
+		return nil, 0, false
+	}
+	h, p := b[len(viewMagic):viewHeader], b[viewHeader:]
+	if binary.LittleEndian.Uint32(h) != viewVersion || binary.LittleEndian.Uint64(h[4:]) != uint64(len(p)) ||
+		binary.LittleEndian.Uint32(h[12:]) != crc32.Checksum(p, crcTable) || !bytes.Equal(p[:sha256.Size], key[:]) {
+		return nil, 0, false
+	}
+	fixed := p[sha256.Size:viewFixed]
+	count, listed, flags := binary.LittleEndian.Uint32(fixed), binary.LittleEndian.Uint32(fixed[4:]), binary.LittleEndian.Uint32(fixed[8:])
+	body := p[viewFixed:]
+	if uint64(count)*recordSize > uint64(len(body)) {
+		return nil, 0, false
+	}
+	if flags&viewDeferred != 0 && slices.ContainsFunc(layers, func(l Layer) bool { return l.Unpacked == nil }) {
+		return nil, 0, false
+	}
+	v := &view{recs: body[:int(count)*recordSize], strs: body[int(count)*recordSize:], count: int(count), nodes: map[int]*Node{}}
+	return v, int(listed), true
+}
+
+func (v *view) rec(i int) []byte { return v.recs[i*recordSize : (i+1)*recordSize] }
+
+// ref returns the string a record refers to at k; a reference outside
+// the strings (which the checksum rules out) reads as "".
+func (v *view) ref(r []byte, k int) []byte {
+	off, n := uint64(binary.LittleEndian.Uint32(r[k:])), uint64(binary.LittleEndian.Uint32(r[k+4:]))
+	if off+n > uint64(len(v.strs)) {
+		return nil
+	}
+	return v.strs[off : off+n]
+}
+
+// compare orders record i against the key (parent, name).
+func (v *view) compare(i int, parent, name []byte) int {
+	r := v.rec(i)
+	if c := bytes.Compare(v.ref(r, 0), parent); c != 0 {
+		return c
+	}
+	return bytes.Compare(v.ref(r, 8), name)
+}
+
+// search returns the first record not before (parent, name), and whether
+// it is that one.
+func (v *view) search(parent, name string) (int, bool) {
+	pb, nb := []byte(parent), []byte(name)
+	i := sort.Search(v.count, func(i int) bool { return v.compare(i, pb, nb) >= 0 })
+	return i, i < v.count && v.compare(i, pb, nb) == 0
+}
+
+// find returns the record of the clean relative path p.
+func (v *view) find(p string) (int, bool) {
+	return v.search(parentDir(p), baseName(p))
+}
+
+// lookup returns the node at the clean relative path p.
+func (v *view) lookup(p string) (*Node, bool) {
+	defer runtime.KeepAlive(v)
+	i, ok := v.find(p)
+	if !ok {
+		return nil, false
+	}
+	return v.node(i), true
+}
+
+// node returns record i as a Node, the same pointer every time. A
+// record's type that is none (which the checksum rules out) reads as a
+// FIFO, which nothing follows or reads.
+func (v *view) node(i int) *Node {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if n, ok := v.nodes[i]; ok {
+		return n
+	}
+	r := v.rec(i)
+	n := &Node{
+		Target:       string(v.ref(r, 16)),
+		LinkedTarget: string(v.ref(r, 24)),
+		Size:         int64(binary.LittleEndian.Uint64(r[40:])),
+		Mode:         binary.LittleEndian.Uint32(r[48:]),
+		UID:          binary.LittleEndian.Uint32(r[52:]),
+		GID:          binary.LittleEndian.Uint32(r[56:]),
+		Type:         Type(r[60]),
+		LinkedType:   Type(r[61]),
+		Implied:      r[62]&recordImplied != 0,
+		first:        noSlot,
+		next:         noSlot,
+	}
+	if n.Type < File || n.Type > FIFO {
+		n.Type = FIFO
+	}
+	copy(n.Digest[:], r[64:])
+	n.Path = joinPath(string(v.ref(r, 0)), string(v.ref(r, 8)))
+	if r[62]&recordContent != 0 {
+		n.flags |= nodeContent
+	}
+	if r[62]&recordDeferred != 0 {
+		n.flags |= nodeDeferred
+	}
+	v.nodes[i] = n
+	return n
+}
+
+// content returns a copy of the kept content of the clean relative path
+// p.
+func (v *view) content(p string) ([]byte, bool) {
+	defer runtime.KeepAlive(v)
+	i, ok := v.find(p)
+	if !ok {
+		return nil, false
+	}
+	r := v.rec(i)
+	if r[62]&recordContent == 0 {
+		return nil, false
+	}
+	return bytes.Clone(v.ref(r, 32)), true
+}
+
+// readDir returns the children of the directory at the clean relative
+// path dir, sorted by name.
+func (v *view) readDir(dir string) []*Node {
+	defer runtime.KeepAlive(v)
+	if d, ok := v.lookup(dir); !ok || d.Type != Dir {
+		return nil
+	}
+	db := []byte(dir)
+	var out []*Node
+	for i, _ := v.search(dir, ""); i < v.count && bytes.Equal(v.ref(v.rec(i), 0), db); i++ {
+		if len(v.ref(v.rec(i), 8)) == 0 {
+			continue // the root, whose parent is "" too
+		}
+		out = append(out, v.node(i))
+	}
+	return out
+}
+
+// writeView caches ix, the merged index of the chain key, at file
+// atomically. It streams the file in two passes over the nodes, the
+// records and then their strings, whose offsets the first pass counts,
+// so that it holds no copy of the view. An index whose strings would not
+// fit the format's 32-bit offsets is not cached.
+func writeView(file string, key [sha256.Size]byte, ix *Index) error {
+	groups := ix.dirGroups()
+	count, deferred, strsLen := 0, false, uint64(0)
+	for _, g := range groups {
+		count += len(g.nodes)
+		strsLen += uint64(len(g.dir))
+		for _, n := range g.nodes {
+			deferred = deferred || n.Deferred()
+			strsLen += uint64(len(baseName(n.Path)) + len(n.Target) + len(n.LinkedTarget) + len(ix.kept(n)))
+		}
+	}
+	if strsLen > math.MaxUint32 || count > math.MaxUint32 {
+		return nil
+	}
+	fixed := make([]byte, 0, viewFixed)
+	fixed = append(fixed, key[:]...)
+	fixed = binary.LittleEndian.AppendUint32(fixed, uint32(count))
+	fixed = binary.LittleEndian.AppendUint32(fixed, uint32(ix.listed))
+	var flags uint32
+	if deferred {
+		flags |= viewDeferred
+	}
+	fixed = binary.LittleEndian.AppendUint32(fixed, flags)
+	length := uint64(len(fixed)) + uint64(count)*recordSize + strsLen
+	var cw crcWriter
+	return writeFileAtomically(file, func(w *bufio.Writer) error {
+		cw.w = w
+		if _, err := w.Write(viewHeaderOf(length, 0)); err != nil { // the checksum comes last
+			return err
+		}
+		cw.Write(fixed)
+		writeRecords(&cw, groups, ix)
+		writeStrings(&cw, groups, ix)
+		return nil
+	}, func() []byte { return viewHeaderOf(length, cw.crc) })
+}
+
+// kept returns n's kept content.
+func (ix *Index) kept(n *Node) []byte {
+	if !n.hasContent() {
+		return nil
+	}
+	return ix.content[n.Path]
+}
+
+// writeRecords writes every node's record, the strings' offsets counted
+// in the order writeStrings writes them.
+func writeRecords(w io.Writer, groups []dirGroup, ix *Index) {
+	var off uint32
+	ref := func(r []byte, k int, n int) {
+		binary.LittleEndian.PutUint32(r[k:], off)
+		binary.LittleEndian.PutUint32(r[k+4:], uint32(n))
+		off += uint32(n)
+	}
+	var r [recordSize]byte
+	for _, g := range groups {
+		parent := off
+		off += uint32(len(g.dir))
+		for _, n := range g.nodes {
+			r = [recordSize]byte{}
+			binary.LittleEndian.PutUint32(r[0:], parent)
+			binary.LittleEndian.PutUint32(r[4:], uint32(len(g.dir)))
+			ref(r[:], 8, len(baseName(n.Path)))
+			ref(r[:], 16, len(n.Target))
+			ref(r[:], 24, len(n.LinkedTarget))
+			ref(r[:], 32, len(ix.kept(n)))
+			encodeRecord(r[:], n)
+			w.Write(r[:])
+		}
+	}
+}
+
+// writeStrings writes the strings writeRecords referred to.
+func writeStrings(w *crcWriter, groups []dirGroup, ix *Index) {
+	for _, g := range groups {
+		w.WriteString(g.dir)
+		for _, n := range g.nodes {
+			w.WriteString(baseName(n.Path))
+			w.WriteString(n.Target)
+			w.WriteString(n.LinkedTarget)
+			w.Write(ix.kept(n))
+		}
+	}
+}
+
+// encodeRecord writes n's fields but its strings into its record r.
+func encodeRecord(r []byte, n *Node) {
+	binary.LittleEndian.PutUint64(r[40:], uint64(n.Size))
+	binary.LittleEndian.PutUint32(r[48:], n.Mode)
+	binary.LittleEndian.PutUint32(r[52:], n.UID)
+	binary.LittleEndian.PutUint32(r[56:], n.GID)
+	r[60], r[61] = byte(n.Type), byte(n.LinkedType)
+	if n.Implied {
+		r[62] |= recordImplied
+	}
+	if n.hasContent() {
+		r[62] |= recordContent
+	}
+	if n.Deferred() {
+		r[62] |= recordDeferred
+	}
+	copy(r[64:], n.Digest[:])
+}
+
+// crcWriter checksums what it writes to a file's buffered writer, which
+// reports any error at its Flush.
+type crcWriter struct {
+	w   *bufio.Writer
+	crc uint32
+}
+
+func (c *crcWriter) Write(b []byte) (int, error) {
+	c.crc = crc32.Update(c.crc, crcTable, b)
+	return c.w.Write(b)
+}
+
+func (c *crcWriter) WriteString(s string) (int, error) {
+	c.crc = updateString(c.crc, s)
+	return c.w.WriteString(s)
+}
+
+// dirGroup is a directory's path and its children sorted by name; the
+// root's group has the root first.
+type dirGroup struct {
+	dir   string
+	nodes []*Node
+}
+
+// dirGroups returns the nodes of an index built in memory in the view's
+// order: grouped by parent directory, the groups sorted by its path,
+// each sorted by name. Every node is in its directory's list of children.
+func (ix *Index) dirGroups() []dirGroup {
+	var dirs []*Node
+	for _, c := range ix.chunks {
+		for i := range c {
+			if c[i].Type == Dir {
+				dirs = append(dirs, &c[i])
+			}
+		}
+	}
+	slices.SortFunc(dirs, func(a, b *Node) int { return strings.Compare(a.Path, b.Path) })
+	groups := make([]dirGroup, 0, len(dirs))
+	type named struct {
+		name string
+		n    *Node
+	}
+	var children []named
+	for _, d := range dirs {
+		children = children[:0]
+		for i := d.first; i != noSlot; i = ix.node(i).next {
+			if n := ix.node(i); n.Type != 0 {
+				children = append(children, named{baseName(n.Path), n})
+			}
+		}
+		slices.SortFunc(children, func(a, b named) int { return strings.Compare(a.name, b.name) })
+		g := dirGroup{dir: d.Path, nodes: make([]*Node, 0, len(children)+1)}
+		if d.Path == "" {
+			g.nodes = append(g.nodes, d)
+		}
+		for _, c := range children {
+			g.nodes = append(g.nodes, c.n)
+		}
+		groups = append(groups, g)
+	}
+	return groups
+}
+
+// viewHeaderOf returns a view file's header for a payload of length
+// bytes whose checksum is crc.
+func viewHeaderOf(length uint64, crc uint32) []byte {
+	h := make([]byte, viewHeader)
+	v := h[copy(h, viewMagic):]
+	binary.LittleEndian.PutUint32(v, viewVersion)
+	binary.LittleEndian.PutUint64(v[4:], length)
+	binary.LittleEndian.PutUint32(v[12:], crc)
+	return h
+}
+
+// writeFileAtomically writes file through a temporary file in its
+// directory, renamed into place: a reader sees the old file or the new
+// one. write writes the content; header, when not nil, is then written
+// over its start (a header with a checksum of what follows). It does not
+// fsync: a cache file a crash leaves torn fails its checksum and is
+// rebuilt, and syncing fifty of them would cost a cold build tens of
+// milliseconds.
+func writeFileAtomically(file string, write func(w *bufio.Writer) error, header func() []byte) (err error) {
+	dir := filepath.Dir(file)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(file)+".tmp-")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, os.Remove(f.Name()))
+		}
+	}()
+	err = f.Chmod(0o644)
+	if err == nil {
+		bw := bufio.NewWriterSize(f, 256<<10)
+		if err = write(bw); err == nil {
+			err = bw.Flush()
+		}
+	}
+	if err == nil && header != nil {
+		_, err = f.WriteAt(header(), 0)
+	}
+	if err = errors.Join(err, f.Close()); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), file)
+}
