@@ -30,7 +30,7 @@ func (im *Image) indexLayers() []baseindex.Layer {
 	unpacked := im.unpackedLayers()
 	out := make([]baseindex.Layer, len(im.layers))
 	for i, l := range im.layers {
-		out[i] = baseindex.Layer{Digest: l.Digest, MediaType: l.MediaType, Size: l.Size,
+		out[i] = baseindex.Layer{Digest: l.Digest, MediaType: l.MediaType, Size: l.Size, DiffID: l.DiffID,
 			Open: func(ctx context.Context) (io.ReadCloser, error) { return im.OpenLayer(ctx, l.Digest) }}
 		if ranges := im.blobRanges(i); ranges != nil && len(im.descs[i].Annotations) > 0 {
 			out[i].TOC = &baseindex.TOC{Annotations: im.descs[i].Annotations, ReadRanges: ranges}

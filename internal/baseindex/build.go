@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -37,6 +38,12 @@ type Layer struct {
 	MediaType string
 	// Size is the compressed blob's size, checked when it is not 0.
 	Size int64
+	// DiffID is the digest of the uncompressed stream the image's config
+	// gives; when it is set, a scan of the blob checks it, and the cache
+	// of a layer read from its blob is kept for the pair. A TOC does not
+	// vouch for it (it is never decompressed whole); containers-storage
+	// has checked it for a layer it keeps unpacked.
+	DiffID digest.Digest
 	// Open returns the compressed blob. Build closes it. It is not called
 	// when the layer's index is cached, nor when TOC or Unpacked serve.
 	Open func(ctx context.Context) (io.ReadCloser, error)
@@ -72,7 +79,7 @@ type Options struct {
 }
 
 // Build indexes layers, bottom layer first. It reads up to GOMAXPROCS
-// layers at a time, each to its end, and fails if a blob does not match
+// (at most maxParallelLayers) layers at a time, each to its end, and fails if a blob does not match
 // its digest or is not a valid compressed tar stream. Cached layers are
 // not opened. Concurrent Builds may share a CacheDir. Each layer is merged
 // as soon as it and the layers below it are read, and then forgotten.
@@ -102,8 +109,8 @@ func Build(ctx context.Context, layers []Layer, opts Options) (*Index, error) {
 	var gc gcHold
 	ix, err := build(ctx, layers, opts, &gc)
 	if err == nil && cached != "" {
-		if err = writeView(cached, key, ix); err != nil {
-			err = fmt.Errorf("writing index cache: %w", err)
+		if werr := writeView(cached, key, ix); werr != nil {
+			cacheWarning(werr)
 		}
 	}
 	if err != nil {
@@ -203,11 +210,18 @@ type pendingLayer struct {
 	data *layerData
 }
 
-// loadLayers loads every layer, up to GOMAXPROCS at a time in order, and
-// returns the first error. It cancels the other loads on an error.
+// maxParallelLayers bounds the layers read at once, whatever the number
+// of CPUs: each may hold a zstd window (decompress.MaxZstdWindow) and the
+// contents it keeps (maxKeptTotal), about 50 MiB at worst, so that a
+// hostile image of many such layers stays under 300 MB.
+const maxParallelLayers = 4
+
+// loadLayers loads every layer, up to GOMAXPROCS (at most
+// maxParallelLayers) at a time in order, and returns the first error. It
+// cancels the other loads on an error.
 func loadLayers(ctx context.Context, layers []Layer, opts Options, loads []pendingLayer) error {
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(runtime.GOMAXPROCS(0))
+	g.SetLimit(min(runtime.GOMAXPROCS(0), maxParallelLayers))
 	for i, l := range layers {
 		g.Go(func() error {
 			defer close(loads[i].done)
@@ -244,6 +258,13 @@ func mergeLoaded(layers []Layer, loads []pendingLayer, gc *gcHold) (*Index, erro
 	return m.ix, nil
 }
 
+// cacheWarning logs that a cache file could not be written: the cache
+// only saves time (a full or read-only cache directory), so the build
+// goes on, and the next one reads the layer again.
+func cacheWarning(err error) {
+	slog.Warn("the index cache could not be written; going on without it", "err", err)
+}
+
 // errLoad stands for the error loadLayers returns.
 var errLoad = errors.New("layer not loaded")
 
@@ -269,7 +290,7 @@ func loadLayer(ctx context.Context, l Layer, opts Options) (*layerData, error) {
 	records, strs := s.records(), strings.Clone(s.strings.String())
 	if c, ok := files[from]; ok {
 		if err := writeCache(c.file, c.id, strs, records); err != nil {
-			return nil, fmt.Errorf("writing index cache: %w", err)
+			cacheWarning(err)
 		}
 	}
 	// The layer's data is what a warm build reads from the cache.
@@ -288,10 +309,12 @@ const (
 	fromBlob
 )
 
-// cacheFile is a per-layer cache file and the digest it is for.
+// cacheFile is a per-layer cache file and what it is for: the digest of
+// the TOC or blob it was read from, and for a blob the diff_id its scan
+// checked, if any.
 type cacheFile struct {
 	file string
-	id   digest.Digest
+	id   string
 }
 
 // cacheFiles returns where a layer's entries are cached, the TOC's first:
@@ -303,9 +326,15 @@ func cacheFiles(dir string, l Layer, toc digest.Digest) map[source]cacheFile {
 	if dir == "" {
 		return nil
 	}
-	files := map[source]cacheFile{fromBlob: {filepath.Join(dir, "layers", l.Digest.Algorithm().String(), l.Digest.Encoded()), l.Digest}}
+	id := l.Digest.String()
+	if l.DiffID != "" {
+		// The scan that wrote it checked this diff_id; another image may
+		// pair the blob with another (cacheFile).
+		id += " " + l.DiffID.String()
+	}
+	files := map[source]cacheFile{fromBlob: {filepath.Join(dir, "layers", l.Digest.Algorithm().String(), l.Digest.Encoded()), id}}
 	if toc != "" {
-		files[fromTOC] = cacheFile{filepath.Join(dir, "toc", toc.Algorithm().String(), toc.Encoded()), toc}
+		files[fromTOC] = cacheFile{filepath.Join(dir, "toc", toc.Algorithm().String(), toc.Encoded()), toc.String()}
 	}
 	return files
 }

@@ -11,8 +11,6 @@ import (
 	"os"
 	"strings"
 	"unsafe"
-
-	digest "github.com/opencontainers/go-digest"
 )
 
 // A cache file holds one layer's entries:
@@ -22,7 +20,7 @@ import (
 //	length    8 bytes  little endian, payload length
 //	checksum  4 bytes  little endian, CRC-32C of the payload
 //	payload:
-//	  layer digest     string
+//	  id               string: the layer's digest (and diff_id, cacheFiles)
 //	  strings          string: every path and target, each once
 //	  marker count     uvarint
 //	  markers, each:   type byte (whiteout or opaque), path ref
@@ -87,15 +85,15 @@ type marker struct {
 	path string
 }
 
-// readCache returns the layer data cached at file for layer d. Any
-// problem, missing file included, reports false so that the layer is
+// readCache returns the layer data cached at file under id (cacheFiles).
+// Any problem, missing file included, reports false so that the layer is
 // scanned again.
-func readCache(file string, d digest.Digest) (*layerData, bool) {
-	l, err := readCacheFile(file, d)
+func readCache(file, id string) (*layerData, bool) {
+	l, err := readCacheFile(file, id)
 	return l, err == nil
 }
 
-func readCacheFile(file string, d digest.Digest) (l *layerData, err error) {
+func readCacheFile(file, id string) (l *layerData, err error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return nil, err
@@ -105,13 +103,13 @@ func readCacheFile(file string, d digest.Digest) (l *layerData, err error) {
 	if err != nil {
 		return nil, err
 	}
-	return decodeLayer(f, fi.Size(), d)
+	return decodeLayer(f, fi.Size(), id)
 }
 
-// writeCache stores the strings and records of layer d at file
+// writeCache stores the strings and records of a layer at file, under id,
 // atomically (see writeFileAtomically).
-func writeCache(file string, d digest.Digest, strs string, records []byte) error {
-	head := appendString(nil, d.String())
+func writeCache(file, id string, strs string, records []byte) error {
+	head := appendString(nil, id)
 	head = binary.AppendUvarint(head, uint64(len(strs)))
 	crc := crc32.Update(0, crcTable, head)
 	crc = crc32.Update(updateString(crc, strs), crcTable, records)
@@ -147,10 +145,11 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// decodeLayer reads and checks the size bytes of an encoded layer d. It
+// decodeLayer reads and checks the size bytes of an encoded layer cached
+// under id. It
 // reads the strings straight into the string the nodes share, and only
 // the records into a buffer.
-func decodeLayer(r io.Reader, size int64, d digest.Digest) (*layerData, error) {
+func decodeLayer(r io.Reader, size int64, id string) (*layerData, error) {
 	br := bufio.NewReaderSize(r, readBuffer)
 	var h [headerSize]byte
 	if _, err := io.ReadFull(br, h[:]); err != nil || string(h[:len(cacheMagic)]) != cacheMagic {
@@ -161,7 +160,7 @@ func decodeLayer(r io.Reader, size int64, d digest.Digest) (*layerData, error) {
 		return nil, errCorrupt
 	}
 	p := &payloadReader{r: br, left: size - int64(headerSize)}
-	if got, err := p.string(); err != nil || got != d.String() {
+	if got, err := p.string(); err != nil || got != id {
 		return nil, errCorrupt
 	}
 	strs, err := p.string()

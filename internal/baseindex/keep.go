@@ -3,15 +3,42 @@ package baseindex
 import (
 	"fmt"
 	"strings"
+
+	"github.com/mcbake/mcbake/render"
 )
 
+// Limits on the contents an index keeps (see "Limits" in README.md).
 const (
 	// maxUnitSize is the size above which a unit file's content is not kept.
 	maxUnitSize = 64 << 10
 	// maxKeptSize bounds the other kept files (passwd, group, presets):
-	// anything larger is not a real one, and would cost memory.
-	maxKeptSize = 16 << 20
+	// anything larger is not a real one, and would cost memory. It is what
+	// a rendering reads of such a file from a directory tree.
+	maxKeptSize = render.MaxReadFile
+	// maxKeptTotal bounds the kept contents of one layer, and of the
+	// merged index: a real OS image keeps about 1 MiB (some hundred unit
+	// files, a few presets, passwd and group).
+	maxKeptTotal = 16 << 20
 )
+
+// keptBudget counts kept contents against maxKeptTotal; scope says whose
+// they are, for the error.
+type keptBudget struct {
+	scope string
+	n     int64
+}
+
+// take counts size more bytes kept at p, refusing them past the limit
+// (before they are read).
+func (b *keptBudget) take(p string, size int64) error {
+	if b.n += size; b.n > maxKeptTotal {
+		return fmt.Errorf("the unit files, presets, passwd and group files %s pass %d MiB at %s: not a real OS image", b.scope, maxKeptTotal>>20, quoteName(p))
+	}
+	return nil
+}
+
+// release uncounts size bytes no longer kept.
+func (b *keptBudget) release(size int64) { b.n -= size }
 
 // accountFiles are the passwd and group files owners by name resolve
 // against (/usr/lib ones for nss-altfiles).
@@ -57,7 +84,7 @@ func keepContent(p string, size int64) (bool, error) {
 	case limit == maxUnitSize:
 		return false, nil
 	}
-	return false, fmt.Errorf("%s is %d bytes, more than the %d bytes mcbake reads of it", p, size, limit)
+	return false, fmt.Errorf("%s is %d bytes, more than the %d MiB mcbake reads of it", quoteName(p), size, limit>>20)
 }
 
 // keepLimit returns the size limit for keeping the content at p, and

@@ -60,7 +60,7 @@ func scanListing(ctx context.Context, lst listing) (*scanned, error) {
 		}
 		i, keep, err := s.addListed(hdr, sum)
 		if err != nil {
-			return nil, fallback("entry %q: %v", hdr.Name, err)
+			return nil, fallback("entry %s: %v", quoteName(hdr.Name), err)
 		}
 		if i >= 0 {
 			locs[i] = loc
@@ -93,6 +93,11 @@ func (s *scanner) addListed(hdr *tar.Header, sum *Digest) (file int, keep bool, 
 		}
 		if keep, err = keepContent(p, hdr.Size); err != nil {
 			return -1, false, err
+		}
+		if keep {
+			if err := s.budget.take(p, hdr.Size); err != nil {
+				return -1, false, err
+			}
 		}
 		file = len(s.entries)
 	case Hardlink:

@@ -17,6 +17,8 @@ type merger struct {
 	// directory of the hardlinks to it, so most entries skip the lookup
 	// of their parent.
 	dirs [2]recentDir
+	// kept counts the contents the index keeps.
+	kept keptBudget
 }
 
 // recentDir is a directory the merge put an entry into.
@@ -28,7 +30,8 @@ type recentDir struct {
 // newMerger returns a merger whose index holds only the implied root.
 func newMerger() *merger {
 	ix := &Index{paths: newPathTable(), content: map[string][]byte{}}
-	m := &merger{ix: ix, owned: chunkSize, dirs: [2]recentDir{{slot: noSlot}, {slot: noSlot}}}
+	m := &merger{ix: ix, owned: chunkSize, dirs: [2]recentDir{{slot: noSlot}, {slot: noSlot}},
+		kept: keptBudget{scope: "of the layers merged so far"}}
 	root := m.alloc()
 	*ix.node(root) = impliedDir("")
 	_, at := ix.lookup("")
@@ -85,6 +88,11 @@ func (m *merger) apply(l *layerData) error {
 		if n.Type == Hardlink {
 			var err error
 			if content, err = m.resolveLink(n, content); err != nil {
+				return err
+			}
+		}
+		if content != nil {
+			if err := m.kept.take(n.Path, int64(len(content))); err != nil {
 				return err
 			}
 		}
@@ -223,6 +231,7 @@ func (m *merger) drop(i int32) {
 // dropContent forgets the kept content of n.
 func (m *merger) dropContent(n *Node) {
 	if n.hasContent() {
+		m.kept.release(int64(len(m.ix.content[n.Path])))
 		delete(m.ix.content, n.Path)
 		n.setContent(false)
 	}

@@ -11,16 +11,23 @@ import (
 	"io"
 	"math"
 	"path"
+	"slices"
+	"strconv"
 	"strings"
 
 	digest "github.com/opencontainers/go-digest"
 
 	"github.com/mcbake/mcbake/internal/decompress"
+	"github.com/mcbake/mcbake/machineconfig"
 )
 
 // ErrDigestMismatch is returned when a layer blob does not hash to its
 // descriptor's digest.
 var ErrDigestMismatch = errors.New("digest mismatch")
+
+// ErrDiffIDMismatch is returned when a layer's uncompressed stream does
+// not hash to its diff_id.
+var ErrDiffIDMismatch = errors.New("diff_id mismatch")
 
 const (
 	whiteoutPrefix = ".wh."
@@ -102,6 +109,12 @@ func scanBlob(ctx context.Context, l Layer, progress func(digest.Digest, int64),
 	br := bufio.NewReaderSize(blob, blobBuffer)
 	s = newScanner(want)
 	s.skipEstargz = skipEstargz
+	if l.DiffID != "" && want == nil {
+		if err := l.DiffID.Validate(); err != nil {
+			return nil, fmt.Errorf("diff_id: %w", err)
+		}
+		s.diff = l.DiffID.Algorithm().Hash()
+	}
 	if err := s.readBlob(br, l.MediaType); err != nil {
 		if ctx.Err() != nil {
 			return nil, err
@@ -121,10 +134,18 @@ func scanBlob(ctx context.Context, l Layer, progress func(digest.Digest, int64),
 	if err := blob.verify(); err != nil {
 		return nil, err
 	}
+	if s.diff != nil {
+		// What a layer's diff_id vouches for is its uncompressed stream:
+		// an image whose config lies about it is refused, not copied.
+		if got := digest.NewDigest(l.DiffID.Algorithm(), s.diff); got != l.DiffID {
+			return nil, fmt.Errorf("%w: the uncompressed layer is %s, the image config's diff_id says %s", ErrDiffIDMismatch, got, l.DiffID)
+		}
+	}
 	return s, nil
 }
 
-// readBlob decompresses br and reads the tar stream in it to its end.
+// readBlob decompresses br and reads the tar stream in it to its end,
+// into s.diff too when it is set.
 func (s *scanner) readBlob(br *bufio.Reader, mediaType string) (err error) {
 	dec, err := openLayer(br, mediaType)
 	if err != nil {
@@ -136,12 +157,17 @@ func (s *scanner) readBlob(br *bufio.Reader, mediaType string) (err error) {
 			err = errors.Join(err, cerr)
 		}
 	}()
-	if err := s.readTar(dec); err != nil {
+	var r io.Reader = dec
+	if s.diff != nil {
+		r = io.TeeReader(dec, s.diff)
+	}
+	if err := s.readTar(r); err != nil {
 		return err
 	}
 	// Read what follows the end of the archive so that the decompressor
-	// checks its trailer (gzip's CRC and size).
-	if _, err := io.CopyBuffer(io.Discard, dec, s.buf); err != nil {
+	// checks its trailer (gzip's CRC and size), and the diff_id is of the
+	// whole stream.
+	if _, err := io.CopyBuffer(io.Discard, r, s.buf); err != nil {
 		return fmt.Errorf("reading past the end of the tar stream: %w", err)
 	}
 	return nil
@@ -189,11 +215,16 @@ func (b *blobReader) Read(p []byte) (int, error) {
 // verify checks the digest and, when the layer has one, the size of what
 // was read.
 func (b *blobReader) verify() error {
+	// The size first: a blob longer than its descriptor says is read one
+	// byte past it, and its digest cannot match then.
+	switch {
+	case b.layer.Size > 0 && b.n > b.layer.Size:
+		return fmt.Errorf("size mismatch: the blob is longer than the %d bytes its descriptor says", b.layer.Size)
+	case b.layer.Size > 0 && b.n < b.layer.Size:
+		return fmt.Errorf("size mismatch: read %d bytes, descriptor says %d", b.n, b.layer.Size)
+	}
 	if got := digest.NewDigest(b.layer.Digest.Algorithm(), b.hash); got != b.layer.Digest {
 		return fmt.Errorf("%w (got %s)", ErrDigestMismatch, got)
-	}
-	if b.layer.Size > 0 && b.n != b.layer.Size {
-		return fmt.Errorf("size mismatch: read %d bytes, descriptor says %d", b.n, b.layer.Size)
 	}
 	return nil
 }
@@ -216,6 +247,13 @@ type scanner struct {
 	got  map[int][]byte
 	// skipEstargz skips eStargz's metadata files.
 	skipEstargz bool
+	// diff, when set, hashes the uncompressed stream, for Layer.DiffID.
+	diff hash.Hash
+	// budget counts the contents kept.
+	budget keptBudget
+	// at lists, by path, the indexes of the entries at it, in order: what
+	// linkTarget looks hardlink targets up in, made on its first use.
+	at map[ref][]int
 }
 
 // recentFile is a small file the scan read recently.
@@ -233,7 +271,7 @@ func newScanner(want map[int]bool) *scanner {
 
 // newListScanner returns a scanner for listings, which hash nothing.
 func newListScanner() *scanner {
-	return &scanner{kept: map[string][]byte{}, scanned: newScanned(), got: map[int][]byte{}}
+	return &scanner{kept: map[string][]byte{}, scanned: newScanned(), got: map[int][]byte{}, budget: keptBudget{scope: "of this layer"}}
 }
 
 // readTar reads every entry of a tar stream.
@@ -248,7 +286,7 @@ func (s *scanner) readTar(r io.Reader) error {
 			return fmt.Errorf("reading tar stream: %w", err)
 		}
 		if err := s.add(hdr, tr); err != nil {
-			return fmt.Errorf("tar entry %q: %w", hdr.Name, err)
+			return fmt.Errorf("tar entry %s: %w", quoteName(hdr.Name), err)
 		}
 	}
 }
@@ -266,7 +304,9 @@ func (s *scanner) add(hdr *tar.Header, r io.Reader) error {
 		if err := s.addHardlink(&e, p, hdr.Linkname); err != nil {
 			return err
 		}
-		s.linkContent(p, s.str(e.target))
+		if err := s.linkContent(p, s.str(e.target)); err != nil {
+			return err
+		}
 	}
 	s.entries = append(s.entries, e)
 	return nil
@@ -303,6 +343,9 @@ func (s *scanner) header(hdr *tar.Header) (e entry, p string, ok bool, err error
 		return e, "", false, err
 	}
 	if e.typ == Symlink {
+		if err := checkTarget(hdr.Linkname); err != nil {
+			return e, "", false, err
+		}
 		e.target, err = s.intern(hdr.Linkname)
 	}
 	return e, p, err == nil, err
@@ -385,6 +428,11 @@ func (s *scanner) addFile(e entry, p string, size int64, r io.Reader) error {
 	if err != nil {
 		return err
 	}
+	if keep {
+		if err := s.budget.take(p, size); err != nil {
+			return err
+		}
+	}
 	content, err := s.hashFile(r, p, size, keep || s.want[idx])
 	if err != nil {
 		return err
@@ -465,9 +513,9 @@ func (s *scanner) forget(p string) {
 // linkContent gives the next entry, a hardlink at p to target, the
 // content of its target if p is kept and the scan has it at hand;
 // otherwise it notes the link as needing it.
-func (s *scanner) linkContent(p, target string) {
+func (s *scanner) linkContent(p, target string) error {
 	if !keptPath(p) {
-		return
+		return nil
 	}
 	content, ok := s.kept[target]
 	if !ok {
@@ -475,12 +523,16 @@ func (s *scanner) linkContent(p, target string) {
 	}
 	if !ok {
 		s.needs = append(s.needs, len(s.entries))
-		return
+		return nil
 	}
 	if keep, _ := keepContent(p, int64(len(content))); keep {
+		if err := s.budget.take(p, int64(len(content))); err != nil {
+			return err
+		}
 		s.content[len(s.entries)] = content
 		s.kept[p] = content
 	}
+	return nil
 }
 
 // recentContent returns a copy of the content of p if it is a recent file.
@@ -509,6 +561,9 @@ func (s *scanner) pendingTargets() (map[int]bool, error) {
 			return nil, fmt.Errorf("hardlink %q to %q: %w", s.str(s.entries[i].path), s.str(s.entries[i].target), err)
 		}
 		if keep {
+			if err := s.budget.take(s.str(s.entries[i].path), s.entries[j].size); err != nil {
+				return nil, err
+			}
 			want[j] = true
 		}
 	}
@@ -517,17 +572,20 @@ func (s *scanner) pendingTargets() (map[int]bool, error) {
 
 // linkTarget finds the regular file in this layer that the hardlink
 // entries[i] shares an inode with: the last entry at its target path
-// before it, following hardlinks to hardlinks.
+// before it, following hardlinks to hardlinks. Each lookup is a binary
+// search in the entries at a path.
 func (s *scanner) linkTarget(i int) (int, bool) {
+	if s.at == nil {
+		s.indexTargets()
+	}
 	for hops := 0; hops < len(s.entries); hops++ {
-		target := s.str(s.entries[i].target)
-		j := i - 1
-		for j >= 0 && s.str(s.entries[j].path) != target {
-			j--
-		}
-		if j < 0 {
+		// Interning makes equal paths equal refs.
+		at := s.at[s.entries[i].target]
+		k, _ := slices.BinarySearch(at, i)
+		if k == 0 {
 			return 0, false
 		}
+		j := at[k-1]
 		switch s.entries[j].typ {
 		case File:
 			return j, true
@@ -538,6 +596,39 @@ func (s *scanner) linkTarget(i int) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// indexTargets makes s.at for the targets of the needy hardlinks and,
+// round by round, for the targets of the hardlinks among them: a pass
+// over the entries a round, and a round is a chain of hardlinks to
+// hardlinks, which real layers do not have.
+func (s *scanner) indexTargets() {
+	s.at = map[ref][]int{}
+	pending := map[ref]bool{}
+	for _, i := range s.needs {
+		pending[s.entries[i].target] = true
+	}
+	for len(pending) > 0 {
+		for r := range pending {
+			s.at[r] = nil
+		}
+		for k := range s.entries {
+			if r := s.entries[k].path; pending[r] {
+				s.at[r] = append(s.at[r], k)
+			}
+		}
+		next := map[ref]bool{}
+		for r := range pending {
+			for _, k := range s.at[r] {
+				if t := s.entries[k].target; s.entries[k].typ == Hardlink {
+					if _, done := s.at[t]; !done {
+						next[t] = true
+					}
+				}
+			}
+		}
+		pending = next
+	}
 }
 
 // fillLinks gives the needy hardlinks the contents a second pass kept.
@@ -558,16 +649,63 @@ func (s *scanner) fillLinks(want map[int]bool, got map[int][]byte) error {
 
 // entryPath cleans a tar entry name into a path relative to the root.
 // Leading slashes are dropped; ".." that would climb above the root is an
-// error, as extraction refuses it.
+// error, as extraction refuses it, and so is a name no node can create
+// (checkName).
 func entryPath(name string) (string, error) {
+	if err := checkName(name); err != nil {
+		return "", err
+	}
 	if p, ok := cleanRel(name); ok {
 		return p, nil
 	}
 	c := path.Clean(name)
 	if c == ".." || strings.HasPrefix(c, "../") {
-		return "", fmt.Errorf("path %q escapes the root", name)
+		return "", fmt.Errorf("path %s escapes the root", quoteName(name))
 	}
 	return relPath(c), nil
+}
+
+// checkName refuses a name longer than PATH_MAX or with a component
+// longer than NAME_MAX, or with a NUL: no node can extract it, and a
+// layer of such names would only cost memory. It is checked before the
+// name is kept.
+func checkName(name string) error {
+	switch {
+	case len(name) > machineconfig.MaxPath:
+		return fmt.Errorf("path %s is %d bytes, longer than PATH_MAX (%d): no node can extract it", quoteName(name), len(name), machineconfig.MaxPath)
+	case strings.IndexByte(name, 0) >= 0:
+		return fmt.Errorf("path %s contains a NUL byte", quoteName(name))
+	}
+	for rest := name; rest != ""; {
+		c, next, _ := strings.Cut(rest, "/")
+		if len(c) > machineconfig.MaxName {
+			return fmt.Errorf("path %s: a component is %d bytes, longer than NAME_MAX (%d): no node can extract it", quoteName(name), len(c), machineconfig.MaxName)
+		}
+		rest = next
+	}
+	return nil
+}
+
+// checkTarget refuses a symlink target no node can create: longer than
+// PATH_MAX, or with a NUL.
+func checkTarget(target string) error {
+	switch {
+	case len(target) > machineconfig.MaxPath:
+		return fmt.Errorf("symlink target %s is %d bytes, longer than PATH_MAX (%d): no node can extract it", quoteName(target), len(target), machineconfig.MaxPath)
+	case strings.IndexByte(target, 0) >= 0:
+		return fmt.Errorf("symlink target %s contains a NUL byte", quoteName(target))
+	}
+	return nil
+}
+
+// quoteName quotes a name for an error, shortened to its first 100
+// bytes: a hostile name may be megabytes long.
+func quoteName(name string) string {
+	const max = 100
+	if len(name) <= max {
+		return strconv.Quote(name)
+	}
+	return strconv.Quote(name[:max]) + "..."
 }
 
 // cleanRel returns name without a leading "./" or "/" and a trailing "/"

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/mcbake/mcbake/internal/atomicdir"
 	"golang.org/x/sys/unix"
 )
 
@@ -71,7 +72,7 @@ func viewKey(layers []Layer) [sha256.Size]byte {
 	io.WriteString(h, viewMagic)
 	for _, l := range layers {
 		_, toc, _ := layerTOC(l)
-		io.WriteString(h, l.Digest.String()+" "+toc.String()+"\n")
+		io.WriteString(h, l.Digest.String()+" "+toc.String()+" "+l.DiffID.String()+"\n")
 	}
 	var key [sha256.Size]byte
 	h.Sum(key[:0])
@@ -452,6 +453,10 @@ func viewHeaderOf(length uint64, crc uint32) []byte {
 	return h
 }
 
+// cacheTempPrefix names the files a cache write fills before it renames
+// them into place.
+const cacheTempPrefix = ".mcbake-cache-"
+
 // writeFileAtomically writes file through a temporary file in its
 // directory, renamed into place: a reader sees the old file or the new
 // one. write writes the content; header, when not nil, is then written
@@ -464,15 +469,22 @@ func writeFileAtomically(file string, write func(w *bufio.Writer) error, header 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(file)+".tmp-")
+	// Locked while this run lives, so that the next write in dir sweeps
+	// what a killed run left (atomicdir.CreateTemp).
+	t, err := atomicdir.CreateTemp(dir, cacheTempPrefix)
 	if err != nil {
 		return err
 	}
+	defer t.Release()
 	defer func() {
 		if err != nil {
-			err = errors.Join(err, os.Remove(f.Name()))
+			err = errors.Join(err, os.Remove(t.Path))
 		}
 	}()
+	f, err := os.OpenFile(t.Path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
 	err = f.Chmod(0o644)
 	if err == nil {
 		bw := bufio.NewWriterSize(f, 256<<10)
@@ -486,5 +498,5 @@ func writeFileAtomically(file string, write func(w *bufio.Writer) error, header 
 	if err = errors.Join(err, f.Close()); err != nil {
 		return err
 	}
-	return os.Rename(f.Name(), file)
+	return os.Rename(t.Path, file)
 }

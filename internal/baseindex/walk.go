@@ -36,7 +36,7 @@ func Walk(r io.Reader, keep func(path string) bool, maxKeep int64, fn func(e man
 			return fmt.Errorf("reading tar stream: %w", err)
 		}
 		if err := w.entry(hdr, tr); err != nil {
-			return fmt.Errorf("tar entry %q: %w", hdr.Name, err)
+			return fmt.Errorf("tar entry %s: %w", quoteName(hdr.Name), err)
 		}
 	}
 }
@@ -72,6 +72,9 @@ func (w walker) entry(hdr *tar.Header, r io.Reader) error {
 	case Dir:
 		e.Type = manifest.Directory
 	case Symlink:
+		if err := checkTarget(hdr.Linkname); err != nil {
+			return err
+		}
 		e.Type, e.Target = manifest.Symlink, hdr.Linkname
 	case Hardlink:
 		target, err := entryPath(hdr.Linkname)

@@ -21,6 +21,25 @@ var (
 	bzipMagic = []byte{'B', 'Z', 'h'}
 )
 
+// MaxZstdWindow is the largest zstd window (the history a frame's
+// decoder keeps in memory) Reader decodes: 32 MiB, four times what zstd
+// and containers/storage use at their highest levels without --long; a
+// layer needs no more, and a hostile one cannot make each decoder take
+// up to 512 MiB (the zstd package's default).
+const MaxZstdWindow = 32 << 20
+
+// windowErrors words the zstd decoder's errors for a frame whose window
+// is larger than MaxZstdWindow.
+type windowErrors struct{ io.ReadCloser }
+
+func (w windowErrors) Read(p []byte) (int, error) {
+	n, err := w.ReadCloser.Read(p)
+	if errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+		err = fmt.Errorf("a zstd frame needs a window larger than %d MiB, the limit (a layer compressed with zstd --long?): %w", MaxZstdWindow>>20, err)
+	}
+	return n, err
+}
+
 // Reader returns the uncompressed stream of r. Closing it does not close r.
 func Reader(r io.Reader) (io.ReadCloser, error) {
 	br, ok := r.(*bufio.Reader)
@@ -36,11 +55,11 @@ func Reader(r io.Reader) (io.ReadCloser, error) {
 		}
 		return z, nil
 	case bytes.HasPrefix(magic, zstdMagic):
-		z, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1))
+		z, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(MaxZstdWindow))
 		if err != nil {
 			return nil, fmt.Errorf("starting zstd decoder: %w", err)
 		}
-		return z.IOReadCloser(), nil
+		return windowErrors{z.IOReadCloser()}, nil
 	case bytes.HasPrefix(magic, xzMagic), bytes.HasPrefix(magic, bzipMagic):
 		return nil, errors.New("unsupported layer compression (xz or bzip2)")
 	}
