@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 	}
 	// The node script test runs this test binary as mcbake.
 	if os.Getenv("MCBAKE_TEST_AS_CLI") == "1" {
-		code := execute(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+		code := run() // with main's signal handling
 		if f := os.Getenv("MCBAKE_TEST_PEAK_FILE"); f != "" {
 			writePeak(f)
 		}

@@ -6,8 +6,6 @@ import (
 	"context"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/mcbake/mcbake/build/buildah"
 	"github.com/mcbake/mcbake/cmd/internal/cli"
@@ -31,7 +29,7 @@ func main() {
 }
 
 func run() int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := cli.SignalContext(cli.StopGrace, os.Stderr, "mcbake")
 	defer stop()
 	return execute(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 }

@@ -18,7 +18,7 @@ import (
 // refused while it is read, in every form a layer is read from, with an
 // error naming the limit (see "Limits" in README.md).
 func TestLimits(t *testing.T) {
-	long := strings.Repeat("d/", 2100) + "x" // 4201 bytes
+	long := strings.Repeat("d/", 2100) + "x" // 4202 bytes as /d/d/.../x
 	unit := "[Unit]\n" + strings.Repeat("#", 60<<10)
 	var units []ent
 	for i := range 300 { // 300 × 60 KiB: 18 MiB kept
@@ -32,7 +32,12 @@ func TestLimits(t *testing.T) {
 		{
 			name:   "path over PATH_MAX",
 			layers: [][]ent{{file(long, "")}},
-			want:   `is 4201 bytes, longer than PATH_MAX (4095): no node can extract it`,
+			want:   `path "/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d/d"... is 4202 bytes, longer than PATH_MAX (4095): no node can extract it`,
+		},
+		{
+			name:   "path one byte over PATH_MAX",
+			layers: [][]ent{{file(strings.Repeat("d/", 2047)+"x", "")}}, // 4096 bytes as /d/.../x
+			want:   `is 4096 bytes, longer than PATH_MAX (4095)`,
 		},
 		{
 			name:   "component over NAME_MAX",
@@ -47,7 +52,7 @@ func TestLimits(t *testing.T) {
 		{
 			name:   "hardlink target over PATH_MAX",
 			layers: [][]ent{{file("etc/a", "a"), hardlink("etc/b", long)}},
-			want:   `hardlink target: path "d/d/d/`,
+			want:   `hardlink target: path "/d/d/d/`,
 		},
 		{
 			name:   "kept contents of a layer",
@@ -61,6 +66,11 @@ func TestLimits(t *testing.T) {
 		},
 	}
 	for _, f := range forms {
+		// The longest path a node can create is indexed.
+		layers, _ := f.layers(t, [][]ent{{file(strings.Repeat("d/", 2046)+"xy", "")}}) // 4095 bytes as /d/.../xy
+		if _, err := baseindex.Build(context.Background(), descriptors(layers), baseindex.Options{}); err != nil {
+			t.Errorf("%s: a path of PATH_MAX-1 bytes: %v", f.name, err)
+		}
 		for _, tt := range tests {
 			t.Run(f.name+"/"+tt.name, func(t *testing.T) {
 				layers, _ := f.layers(t, tt.layers)

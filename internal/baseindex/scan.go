@@ -649,37 +649,35 @@ func (s *scanner) fillLinks(want map[int]bool, got map[int][]byte) error {
 
 // entryPath cleans a tar entry name into a path relative to the root.
 // Leading slashes are dropped; ".." that would climb above the root is an
-// error, as extraction refuses it, and so is a name no node can create
+// error, as extraction refuses it, and so is a path no node can create
 // (checkName).
 func entryPath(name string) (string, error) {
-	if err := checkName(name); err != nil {
-		return "", err
+	p, ok := cleanRel(name)
+	if !ok {
+		c := path.Clean(name)
+		if c == ".." || strings.HasPrefix(c, "../") {
+			return "", fmt.Errorf("path %s escapes the root", quoteName(name))
+		}
+		p = relPath(c)
 	}
-	if p, ok := cleanRel(name); ok {
-		return p, nil
-	}
-	c := path.Clean(name)
-	if c == ".." || strings.HasPrefix(c, "../") {
-		return "", fmt.Errorf("path %s escapes the root", quoteName(name))
-	}
-	return relPath(c), nil
+	return p, checkName(p)
 }
 
-// checkName refuses a name longer than PATH_MAX or with a component
-// longer than NAME_MAX, or with a NUL: no node can extract it, and a
-// layer of such names would only cost memory. It is checked before the
-// name is kept.
-func checkName(name string) error {
+// checkName refuses a path (relative to the root) that is longer than
+// PATH_MAX as an absolute path, that has a component longer than
+// NAME_MAX, or a NUL: no node can extract it, and a layer of such names
+// would only cost memory. It is checked before the path is kept.
+func checkName(p string) error {
 	switch {
-	case len(name) > machineconfig.MaxPath:
-		return fmt.Errorf("path %s is %d bytes, longer than PATH_MAX (%d): no node can extract it", quoteName(name), len(name), machineconfig.MaxPath)
-	case strings.IndexByte(name, 0) >= 0:
-		return fmt.Errorf("path %s contains a NUL byte", quoteName(name))
+	case len(p)+1 > machineconfig.MaxPath:
+		return fmt.Errorf("path %s is %d bytes, longer than PATH_MAX (%d): no node can extract it", quoteName("/"+p), len(p)+1, machineconfig.MaxPath)
+	case strings.IndexByte(p, 0) >= 0:
+		return fmt.Errorf("path %s contains a NUL byte", quoteName("/"+p))
 	}
-	for rest := name; rest != ""; {
+	for rest := p; rest != ""; {
 		c, next, _ := strings.Cut(rest, "/")
 		if len(c) > machineconfig.MaxName {
-			return fmt.Errorf("path %s: a component is %d bytes, longer than NAME_MAX (%d): no node can extract it", quoteName(name), len(c), machineconfig.MaxName)
+			return fmt.Errorf("path %s: a component is %d bytes, longer than NAME_MAX (%d): no node can extract it", quoteName("/"+p), len(c), machineconfig.MaxName)
 		}
 		rest = next
 	}
