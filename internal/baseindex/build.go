@@ -76,6 +76,10 @@ type Options struct {
 	// read: "toc", "tar-split" or "blob". It is called from several
 	// goroutines at once.
 	Read func(layer digest.Digest, how string)
+
+	// cacheFailed is told, once a Build, that a cache file could not be
+	// written (Build sets it).
+	cacheFailed func(error)
 }
 
 // Build indexes layers, bottom layer first. It reads up to GOMAXPROCS
@@ -106,11 +110,13 @@ func Build(ctx context.Context, layers []Layer, opts Options) (*Index, error) {
 			return ix, nil
 		}
 	}
+	var warned sync.Once
+	opts.cacheFailed = func(err error) { warned.Do(func() { cacheWarning(err) }) }
 	var gc gcHold
 	ix, err := build(ctx, layers, opts, &gc)
 	if err == nil && cached != "" {
 		if werr := writeView(cached, key, ix); werr != nil {
-			cacheWarning(werr)
+			opts.cacheFailed(werr)
 		}
 	}
 	if err != nil {
@@ -258,9 +264,10 @@ func mergeLoaded(layers []Layer, loads []pendingLayer, gc *gcHold) (*Index, erro
 	return m.ix, nil
 }
 
-// cacheWarning logs that a cache file could not be written: the cache
-// only saves time (a full or read-only cache directory), so the build
-// goes on, and the next one reads the layer again.
+// cacheWarning logs that a cache file could not be written (the first
+// failure of a Build): the cache only saves time (a full or read-only
+// cache directory), so the build goes on, and the next one reads the
+// layer again.
 func cacheWarning(err error) {
 	slog.Warn("the index cache could not be written; going on without it", "err", err)
 }
@@ -289,8 +296,8 @@ func loadLayer(ctx context.Context, l Layer, opts Options) (*layerData, error) {
 	// the nodes that share the string.
 	records, strs := s.records(), strings.Clone(s.strings.String())
 	if c, ok := files[from]; ok {
-		if err := writeCache(c.file, c.id, strs, records); err != nil {
-			cacheWarning(err)
+		if err := writeCache(c.file, c.id, strs, records); err != nil && opts.cacheFailed != nil {
+			opts.cacheFailed(err)
 		}
 	}
 	// The layer's data is what a warm build reads from the cache.

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -308,9 +310,15 @@ func TestCacheDirNotWritable(t *testing.T) {
 		}
 	}
 	layers := descriptors(gzLayers(t, cacheLayers...))
+	var logged bytes.Buffer
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
 	got, err := baseindex.Build(context.Background(), layers, baseindex.Options{CacheDir: dir})
 	if err != nil {
 		t.Fatalf("Build() with a cache it cannot write: %v", err)
+	}
+	if n := strings.Count(logged.String(), "the index cache could not be written"); n != 1 {
+		t.Errorf("%d warnings about the cache, want one a build:\n%s", n, logged.String())
 	}
 	want, err := baseindex.Build(context.Background(), layers, baseindex.Options{})
 	if err != nil {
