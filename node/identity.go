@@ -13,6 +13,7 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
+	"github.com/mcbake/mcbake/render"
 	"github.com/mcbake/mcbake/revert"
 )
 
@@ -137,7 +138,7 @@ func parseGVariantString(s string) (string, error) {
 
 // checkPlan refuses a plan made for other images than the booted and the
 // staged deployments', or listing other paths to write than rec.
-func checkPlan(s *Sysroot, booted, staged *Deployment, p *revert.Plan, rec *Record) error {
+func checkPlan(s *Sysroot, booted, staged *Deployment, p *revert.Plan, rec *Record, res *render.Result) error {
 	if err := p.Check(); err != nil {
 		return err
 	}
@@ -157,15 +158,29 @@ func checkPlan(s *Sysroot, booted, staged *Deployment, p *revert.Plan, rec *Reco
 		}
 	}
 	planned := map[string]bool{}
+	done := map[string]bool{}
 	for _, pe := range p.Rewrite {
 		planned[pe.Path] = true
+		// What the rendering against the staged deployment does not list
+		// because it already is so (a parent the MCD would make, a link
+		// a disable removes, an unmask), as Rewrite accepts it.
+		if _, ok := implied(pe, res); ok {
+			done[pe.Path] = true
+		}
 	}
 	local := map[string]bool{}
 	for _, c := range rec.Written() {
 		local[c.Path] = true
 	}
+	// What the staged deployment already holds as wanted needs no write:
+	// a run after one that wrote the plan's paths agrees with it.
+	for _, c := range rec.Changes {
+		if c.AsWanted && c.Op == Unchanged {
+			done[c.Path] = true
+		}
+	}
 	for _, pth := range sortedKeys(planned) {
-		if !local[pth] {
+		if !local[pth] && !done[pth] {
 			lines = append(lines, fmt.Sprintf("plan: %s: the plan rewrites it, the node computes nothing to write there", pth))
 		}
 	}

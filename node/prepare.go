@@ -72,6 +72,10 @@ type Change struct {
 	// keeps it; it is written only because the staged /etc lacks it as
 	// the parent of other writes.
 	ConfigDir bool `json:"configDir,omitempty"`
+	// AsWanted is set when the staged deployment already holds what the
+	// MachineConfigs want at the path (the base has it, or an earlier
+	// run wrote it): a plan that lists it agrees.
+	AsWanted bool `json:"asWanted,omitempty"`
 	// State says whether the path holds its old or new entry.
 	State  State           `json:"state,omitempty"`
 	Source manifest.Source `json:"source"`
@@ -179,7 +183,7 @@ func Prepare(s *Sysroot, booted, staged *Deployment, opts PrepareOptions) (*Reco
 		return nil, err
 	}
 	if opts.Plan != nil {
-		if err := checkPlan(s, booted, staged, opts.Plan, rec); err != nil {
+		if err := checkPlan(s, booted, staged, opts.Plan, rec, w.res); err != nil {
 			return nil, err
 		}
 	}
@@ -193,6 +197,7 @@ func Prepare(s *Sysroot, booted, staged *Deployment, opts PrepareOptions) (*Reco
 // prepared is a computed preparation: the writes, by path, with the index
 // of their Change.
 type prepared struct {
+	res    *render.Result // the rendering against the staged deployment
 	writes []pendingWrite
 	mcs    []byte // the MachineConfigs, as stored with the record
 }
@@ -221,9 +226,11 @@ func planPrepare(s *Sysroot, booted, staged *Deployment, mcs []*machineconfig.Ma
 	}
 	entries := append([]render.Entry(nil), res.Entries...)
 	sort.SliceStable(entries, func(i, j int) bool { return entries[i].Where() < entries[j].Where() })
-	p := &prepared{}
+	p := &prepared{res: res}
 	var errs []error
+	listed := map[string]bool{}
 	for _, e := range entries {
+		listed[e.Path] = true
 		c, write, err := changeFor(e, bootedRoot, stagedRoot)
 		if err != nil {
 			errs = append(errs, err)
@@ -233,6 +240,12 @@ func planPrepare(s *Sysroot, booted, staged *Deployment, mcs []*machineconfig.Ma
 			p.writes = append(p.writes, pendingWrite{change: len(rec.Changes), entry: e})
 		}
 		rec.Changes = append(rec.Changes, c)
+	}
+	// A removal the MCD makes whatever is there, where the staged
+	// deployment has nothing: owned, and as wanted (an earlier run made
+	// it so, or the base never had it).
+	for _, pth := range sortedKeys(removalPaths(res, listed)) {
+		rec.Changes = append(rec.Changes, Change{Path: pth, Op: Unchanged, AsWanted: true, Source: res.Removes[pth]})
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -301,6 +314,7 @@ func changeFor(e render.Entry, booted, staged *render.Dir) (Change, bool, error)
 	c.Node = nodeChange(def, live)
 	after := finalized(c.Node, live, st)
 	c.Kinds = kinds(e.Entry, after.e, after.ok)
+	c.AsWanted = len(kinds(e.Entry, st.e, st.ok)) == 0
 	switch {
 	case len(c.Kinds) == 0:
 	case c.Node != Unmodified:
@@ -408,4 +422,16 @@ func applyPrepare(staged *Deployment, p *prepared, rec *Record, opts PrepareOpti
 		rec.Error = terr.Error()
 	}
 	return errors.Join(terr, writeRecord(root, labels, rec, p.mcs), writeVarRecord(staged, rec, p.mcs))
+}
+
+// removalPaths returns the paths of res.Removes that no entry in listed
+// has, as a set.
+func removalPaths(res *render.Result, listed map[string]bool) map[string]bool {
+	out := map[string]bool{}
+	for p := range res.Removes {
+		if !listed[p] {
+			out[p] = true
+		}
+	}
+	return out
 }

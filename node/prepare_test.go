@@ -646,7 +646,7 @@ func imageRef(m, c, d string) revert.ImageRef {
 // accept a plan for a converted copy of the images the deployments were
 // made from, and refuse one for other images.
 func TestPlanImages(t *testing.T) {
-	st, mcs, _ := setupWith(t, ostreetest.StageOptions{MCDWrite: func(string) error { return nil },
+	st, mcs, m := setupWith(t, ostreetest.StageOptions{MCDWrite: func(string) error { return nil },
 		LMeta: imageMeta("L manifest", "L config", "L layer"), BMeta: imageMeta("B manifest", "B config", "B layer")})
 	s, booted, staged := deployments(t, st)
 	dry, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, DryRun: true})
@@ -663,6 +663,27 @@ func TestPlanImages(t *testing.T) {
 	}
 	if _, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, Plan: plan, DryRun: true}); err != nil {
 		t.Errorf("Prepare with a plan for converted copies of the images = %v, want it accepted", err)
+	}
+	// Idempotent with the plan too: a second run finds the paths the
+	// first wrote as the plan wants them (files, parents, removed links),
+	// and writes nothing.
+	typed := *plan
+	typed.Rewrite = nil
+	for _, pe := range plan.Rewrite {
+		e, ok := m.Lookup(pe.Path)
+		if !ok {
+			t.Fatalf("%s is not in the manifest", pe.Path)
+		}
+		typed.Rewrite = append(typed.Rewrite, revert.PlanEntry{Path: pe.Path, Type: e.Type, Mode: e.Mode, UID: e.UID, GID: e.GID, Digest: e.Digest, Target: e.Target})
+	}
+	for run := 1; run <= 2; run++ {
+		rec, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, Plan: &typed})
+		if err != nil {
+			t.Fatalf("Prepare with the plan, run %d: %v", run, err)
+		}
+		if n := len(rec.Written()); run == 2 && n != 0 {
+			t.Errorf("Prepare with the plan, run 2 wrote %d paths, want none", n)
+		}
 	}
 	other := *plan
 	other.Base = imageRef("B manifest", "another config", "another layer")

@@ -197,6 +197,12 @@ func implied(pe revert.PlanEntry, res *render.Result) (render.Entry, bool) {
 	if e, ok := impliedParent(pe, res); ok {
 		return e, true
 	}
+	if src, ok := res.Removes[pe.MachineConfigPath()]; ok && pe.Type == manifest.Absent && pe.RequestedPath == "" {
+		// A removal the MCD makes whatever is there (an unmask, an
+		// empty drop-in): the rendering lists it only while the node
+		// still has something there.
+		return render.Entry{Entry: manifest.Entry{Path: pe.MachineConfigPath(), Type: manifest.Absent, Source: src}}, true
+	}
 	return impliedAbsent(pe, res)
 }
 

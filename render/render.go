@@ -55,6 +55,12 @@ type Result struct {
 	// skips: no contents, and systemctl list-unit-files does not list
 	// them (an instance of a template without an instance file, say).
 	Skipped []machineconfig.Unit
+	// Removes are the paths the MCD removes whatever is there (the unit
+	// file of a unit with mask: false and no contents, a drop-in with
+	// empty contents), with where each removal comes from. Entries lists
+	// such a removal, as Absent, only when the root has something there:
+	// a root the MCD already made so has nothing to record.
+	Removes map[string]manifest.Source
 }
 
 // Manifest returns the ownership manifest of the rendering; the
@@ -101,7 +107,7 @@ func Render(m *machineconfig.Merged, root Root) (*Result, error) {
 	if len(r.errs) > 0 {
 		return nil, errors.Join(r.errs...)
 	}
-	return &Result{Entries: r.entries, Units: r.unitStates, Skipped: r.skipped}, nil
+	return &Result{Entries: r.entries, Units: r.unitStates, Skipped: r.skipped, Removes: r.removes}, nil
 }
 
 type renderer struct {
@@ -114,6 +120,7 @@ type renderer struct {
 	storage    map[string]machineconfig.Source
 	unitStates []manifest.Unit
 	skipped    []machineconfig.Unit
+	removes    map[string]manifest.Source
 	errs       []error
 	ioErrs     map[string]bool // paths whose I/O error is recorded
 	content    int             // bytes of file content decoded so far

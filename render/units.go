@@ -208,8 +208,18 @@ func (r *renderer) writeUnit(tree *systemctl.FS, sc *systemctl.Systemctl, u mach
 	case u.Mask != nil:
 		tree.SetTag(u.SourceOf("mask"))
 		r.check(u.SourceOf("mask"), "unmasking", tree.RemoveAll(p))
+		r.removed(p, u.SourceOf("mask"))
 	}
 	tree.SetTag(nil)
+}
+
+// removed records p as a path the MCD removes whatever is there
+// (Result.Removes).
+func (r *renderer) removed(p string, src machineconfig.Source) {
+	if r.removes == nil {
+		r.removes = map[string]manifest.Source{}
+	}
+	r.removes[p] = manifest.Source{MachineConfig: src.MachineConfig, Field: src.Field}
 }
 
 // writeDropin is the MCD's writeDropins for one drop-in: an empty one is
@@ -223,6 +233,7 @@ func (r *renderer) writeDropin(tree *systemctl.FS, u machineconfig.Unit, d types
 		r.check(src, "writing", tree.WriteFile(p, []byte(*d.Contents)))
 		return
 	}
+	r.removed(p, src)
 	if _, e := tree.Stat(p); e == 0 {
 		if e := tree.Unlink(p); e != 0 {
 			r.check(src, "removing", tree.Rmdir(p))

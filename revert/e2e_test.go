@@ -72,6 +72,9 @@ func e2eBaseLayer() testbase.Layer {
 			{Path: "etc/mcbake-dir", Type: tar.TypeDir, Mode: 0o755},
 			{Path: "usr/share/mcbake-e2e/kept.conf", Mode: 0o644, Content: []byte(same)},
 			{Path: "etc/systemd/system/mcbake-base.service", Mode: 0o644, Content: []byte("[Service]\nExecStart=/usr/bin/true\n")},
+			// Masked by the base; e2e-inputs.yaml unmasks it.
+			{Path: "usr/lib/systemd/system/mcbake-masked.service", Mode: 0o644, Content: []byte("[Service]\nExecStart=/usr/bin/true\n")},
+			{Path: "etc/systemd/system/mcbake-masked.service", Type: tar.TypeSymlink, Mode: 0o777, Target: "/dev/null"},
 		},
 		Comment: "verify e2e: files the MachineConfigs change in mode or owner only, or not at all",
 	}
@@ -133,6 +136,8 @@ func TestRevertEndToEnd(t *testing.T) {
 	b2 := e.e2eBase(t, "b2", e2eBaseLayer(), bumpLayer())
 	worker := e.e2eBuild(t, "worker", b1, workerFixture)
 	hand := e.e2eBuild(t, "hand", b1, "testdata/e2e-files.yaml", "testdata/e2e-units.yaml")
+	inputs := e.e2eBuildMCs(t, "inputs", b1, loadPoolMCs(t, "infra", "testdata/e2e-inputs.yaml"))
+	checkInputs(t, inputs)
 	t.Logf("bases and images ready in %v", time.Since(start).Round(time.Millisecond))
 	cases := []struct {
 		name string
@@ -191,6 +196,13 @@ func TestRevertEndToEnd(t *testing.T) {
 			"/etc/systemd/system/multi-user.target.wants/sshd.service":        revert.Kept,
 			"/etc/systemd/system/mcbake-e2e.service":                          revert.Removed,
 			"/etc/systemd/system/multi-user.target.wants/mcbake-e2e.service":  revert.Removed,
+		}},
+		{name: "custom pool, gzip override, unmask", l: inputs, b: b1, want: map[string]revert.Outcome{
+			"/etc/mcbake-inputs/override.conf":          revert.Removed,
+			"/etc/mcbake-inputs/gzip-only.conf":         revert.Removed,
+			"/etc/mcbake-inputs/pool.conf":              revert.Removed,
+			"/etc/systemd/system/mcbake-masked.service": revert.Restored,
+			render.CurrentConfig:                        revert.Kept,
 		}},
 		{name: "base bump", l: hand, b: b2, want: map[string]revert.Outcome{
 			"/etc/containers/registries.conf": revert.Kept,
@@ -310,7 +322,12 @@ func (e *env) e2eBase(t *testing.T, name string, extra ...testbase.Layer) *e2eBa
 // unpacks it.
 func (e *env) e2eBuild(t *testing.T, name string, b *e2eBase, files ...string) *e2eImage {
 	t.Helper()
-	mcs := loadMCs(t, files...)
+	return e.e2eBuildMCs(t, name, b, loadMCs(t, files...))
+}
+
+// e2eBuildMCs builds the layered image of mcs on b and unpacks it.
+func (e *env) e2eBuildMCs(t *testing.T, name string, b *e2eBase, mcs []*machineconfig.MachineConfig) *e2eImage {
+	t.Helper()
 	dir := filepath.Join(e.dir, name)
 	opts := build.Options{Base: b.ref, Output: "oci:" + dir + ":latest", MachineConfigs: mcs, Images: e.images,
 		CacheDir: e.cache, Timestamp: time.Unix(1700000000, 0)}
@@ -625,5 +642,37 @@ func e2eRewrite(t *testing.T, newRoot string, rep *revert.Report, l *e2eImage, o
 		if a.Op != node.Unchanged {
 			t.Errorf("second Rewrite: %s: op %s %v, want %s", a.Path, a.Op, a.Kinds, node.Unchanged)
 		}
+	}
+}
+
+// loadPoolMCs loads the MachineConfigs of files for the pool.
+func loadPoolMCs(t *testing.T, pool string, files ...string) []*machineconfig.MachineConfig {
+	t.Helper()
+	mcs, err := machineconfig.LoadForPool(files, nil, pool)
+	if err != nil {
+		t.Fatalf("machineconfig.LoadForPool(%v, %s): %v", files, pool, err)
+	}
+	return mcs
+}
+
+// checkInputs checks what the image of e2e-inputs.yaml baked: the infra
+// pool's own file, the later plain file over the earlier gzip one, the
+// gzip one decompressed, and no mask left.
+func checkInputs(t *testing.T, l *e2eImage) {
+	t.Helper()
+	for p, want := range map[string]string{
+		"etc/mcbake-inputs/pool.conf":      "infra\n",
+		"etc/mcbake-inputs/override.conf":  "plain\n",
+		"etc/mcbake-inputs/gzip-only.conf": "zipped\n",
+	} {
+		// The image's /etc is its /usr/etc once ostree deploys it; the
+		// unpacked image has it at etc.
+		got, err := os.ReadFile(filepath.Join(l.root, p))
+		if err != nil || string(got) != want {
+			t.Errorf("the image of e2e-inputs.yaml has %s = %q, %v; want %q", p, got, err, want)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(l.root, "etc/systemd/system/mcbake-masked.service")); !os.IsNotExist(err) {
+		t.Errorf("the image of e2e-inputs.yaml keeps the base's mask of mcbake-masked.service (lstat: %v)", err)
 	}
 }

@@ -138,14 +138,21 @@ func build(ctx context.Context, layers []Layer, opts Options, gc *gcHold) (*Inde
 	for i := range loads {
 		loads[i].done = make(chan struct{})
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// A layer holds its token from its load's start until it is merged:
+	// loaded layers waiting for a slow one below them count too.
+	tokens := make(chan struct{}, min(runtime.GOMAXPROCS(0), maxParallelLayers))
 	loaded := make(chan error, 1)
-	go func() { loaded <- loadLayers(ctx, layers, opts, loads) }()
-	ix, mergeErr := mergeLoaded(layers, loads, gc)
-	if err := <-loaded; err != nil { // a load error comes first
-		return nil, err
-	}
-	if mergeErr != nil {
+	go func() { loaded <- loadLayers(ctx, layers, opts, loads, tokens) }()
+	ix, mergeErr := mergeLoaded(layers, loads, gc, tokens)
+	if mergeErr != nil && !errors.Is(mergeErr, errLoad) {
+		cancel() // the loads left are not needed
+		<-loaded
 		return nil, mergeErr
+	}
+	if err := <-loaded; err != nil { // the error of the load that failed
+		return nil, err
 	}
 	ix.files = unpackedFiles(layers)
 	return ix, nil
@@ -222,13 +229,26 @@ type pendingLayer struct {
 // hostile image of many such layers stays under 300 MB.
 const maxParallelLayers = 4
 
-// loadLayers loads every layer, up to GOMAXPROCS (at most
-// maxParallelLayers) at a time in order, and returns the first error. It
-// cancels the other loads on an error.
-func loadLayers(ctx context.Context, layers []Layer, opts Options, loads []pendingLayer) error {
+// loadLayers loads every layer in order, each once it has a token (as
+// many as GOMAXPROCS, at most maxParallelLayers; mergeLoaded gives a
+// layer's back once it merged it), and returns the first error. It
+// cancels the other loads on an error; the layers it did not start are
+// marked done without data.
+func loadLayers(ctx context.Context, layers []Layer, opts Options, loads []pendingLayer, tokens chan struct{}) error {
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(min(runtime.GOMAXPROCS(0), maxParallelLayers))
 	for i, l := range layers {
+		select {
+		case tokens <- struct{}{}:
+		case <-gctx.Done():
+			for j := i; j < len(layers); j++ {
+				close(loads[j].done)
+			}
+			err := g.Wait()
+			if err == nil {
+				err = gctx.Err()
+			}
+			return err
+		}
 		g.Go(func() error {
 			defer close(loads[i].done)
 			data, err := loadLayer(gctx, l, opts)
@@ -245,7 +265,7 @@ func loadLayers(ctx context.Context, layers []Layer, opts Options, loads []pendi
 // mergeLoaded merges the layers in order as their loads finish, and
 // drops each layer's data once merged. It stops at the first layer that
 // failed to load, returning errLoad, or to merge.
-func mergeLoaded(layers []Layer, loads []pendingLayer, gc *gcHold) (*Index, error) {
+func mergeLoaded(layers []Layer, loads []pendingLayer, gc *gcHold, tokens chan struct{}) (*Index, error) {
 	m := newMerger()
 	for i := range loads {
 		<-loads[i].done
@@ -254,7 +274,9 @@ func mergeLoaded(layers []Layer, loads []pendingLayer, gc *gcHold) (*Index, erro
 			return nil, errLoad
 		}
 		loads[i].data = nil
-		if err := m.apply(data); err != nil {
+		err := m.apply(data)
+		<-tokens // the layer is merged (or the build fails): the next may load
+		if err != nil {
 			return nil, fmt.Errorf("layer %s: %w", layers[i].Digest, err)
 		}
 		if len(m.ix.chunks)*chunkSize > tightGCNodes {

@@ -1,7 +1,6 @@
 package baseindex
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/mcbake/mcbake/render"
@@ -32,7 +31,7 @@ type keptBudget struct {
 // (before they are read).
 func (b *keptBudget) take(p string, size int64) error {
 	if b.n += size; b.n > maxKeptTotal {
-		return fmt.Errorf("the unit files, presets, passwd and group files %s pass %d MiB at %s: not a real OS image", b.scope, maxKeptTotal>>20, quoteName(p))
+		return limitf("the unit files, presets, passwd and group files %s pass %d MiB at %s: not a real OS image", b.scope, maxKeptTotal>>20, quoteName(p))
 	}
 	return nil
 }
@@ -84,7 +83,7 @@ func keepContent(p string, size int64) (bool, error) {
 	case limit == maxUnitSize:
 		return false, nil
 	}
-	return false, fmt.Errorf("%s is %d bytes, more than the %d MiB mcbake reads of it", quoteName(p), size, limit>>20)
+	return false, limitf("%s is %d bytes, more than the %d MiB mcbake reads of it", quoteName(p), size, limit>>20)
 }
 
 // keepLimit returns the size limit for keeping the content at p, and

@@ -5,8 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 	digest "github.com/opencontainers/go-digest"
@@ -175,4 +179,86 @@ func zstdWithWindow(t *testing.T, raw []byte, windowLog byte) []byte {
 	}
 	blob[5] = (windowLog - 10) << 3
 	return blob
+}
+
+// TestWhiteoutOfALongName: a whiteout of a name of NAME_MAX bytes is
+// legal (its ".wh." is not part of any name on disk).
+func TestWhiteoutOfALongName(t *testing.T) {
+	name := strings.Repeat("n", 255)
+	layers := gzLayers(t, []ent{file("etc/"+name, "x")}, []ent{whiteout("etc/.wh." + name)})
+	ix, err := baseindex.Build(context.Background(), descriptors(layers), baseindex.Options{})
+	if err != nil {
+		t.Fatalf("Build() with a whiteout of a 255-byte name: %v", err)
+	}
+	if n, ok := ix.Lookup("etc/" + name); ok {
+		t.Errorf("etc/%.10s... is %v after its whiteout", name, n.Type)
+	}
+}
+
+// TestHardlinkChainIsLinear: a chain of hardlinks to hardlinks, each the
+// target of the next, resolves for the kept path at its end in one pass
+// over the entries, not one per link.
+func TestHardlinkChainIsLinear(t *testing.T) {
+	const n = 50_000
+	entries := []ent{file("obj/0", "root:x:0:0::/root:/bin/sh\n")}
+	for i := 1; i <= n; i++ {
+		entries = append(entries, hardlink(fmt.Sprintf("obj/%d", i), fmt.Sprintf("obj/%d", i-1)))
+	}
+	for i := range 5 { // past the recent files
+		entries = append(entries, file(fmt.Sprintf("pad/%d", i), strings.Repeat("p", 70<<10)))
+	}
+	entries = append(entries, hardlink("etc/passwd", fmt.Sprintf("obj/%d", n)))
+	layers := gzLayers(t, entries)
+	start := time.Now()
+	ix, err := baseindex.Build(context.Background(), descriptors(layers), baseindex.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d chained hardlinks in %v", n, time.Since(start).Round(time.Millisecond))
+	if got, ok := ix.Content("etc/passwd"); !ok || string(got) != "root:x:0:0::/root:/bin/sh\n" {
+		t.Errorf("Content(etc/passwd) = %q, %v, want the chain's file", got, ok)
+	}
+}
+
+// TestLoadedLayersAreBounded: layers loaded above a slow one wait, with
+// their data, for it to be merged; no more start than the loads allowed
+// at once, so that their memory stays bounded.
+func TestLoadedLayersAreBounded(t *testing.T) {
+	var entries [][]ent
+	for i := range 12 {
+		entries = append(entries, []ent{file(fmt.Sprintf("etc/f%d", i), "x")})
+	}
+	layers := gzLayers(t, entries...)
+	release := make(chan struct{})
+	var opened atomic.Int32
+	descs := descriptors(layers)
+	slow := descs[0].Open
+	descs[0].Open = func(ctx context.Context) (io.ReadCloser, error) {
+		<-release
+		return slow(ctx)
+	}
+	for i := 1; i < len(descs); i++ {
+		open := descs[i].Open
+		descs[i].Open = func(ctx context.Context) (io.ReadCloser, error) {
+			opened.Add(1)
+			return open(ctx)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := baseindex.Build(context.Background(), descs, baseindex.Options{})
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	limit := min(runtime.GOMAXPROCS(0), 4)
+	if got := int(opened.Load()); got > limit-1 {
+		t.Errorf("%d layers above a slow bottom layer were opened, want at most %d (the loads at once, less the slow one)", got, limit-1)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := int(opened.Load()); got != len(descs)-1 {
+		t.Errorf("%d layers opened in all, want %d", got, len(descs)-1)
+	}
 }

@@ -91,12 +91,14 @@ func (m *merger) apply(l *layerData) error {
 				return err
 			}
 		}
+		// After put, which releases what the node replaces keeps.
+		p := n.Path
+		m.put(i, content)
 		if content != nil {
-			if err := m.kept.take(n.Path, int64(len(content))); err != nil {
+			if err := m.kept.take(p, int64(len(content))); err != nil {
 				return err
 			}
 		}
-		m.put(i, content)
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/klauspost/compress/zstd"
 	digest "github.com/opencontainers/go-digest"
 
 	"github.com/mcbake/mcbake/internal/decompress"
@@ -116,7 +117,8 @@ func scanBlob(ctx context.Context, l Layer, progress func(digest.Digest, int64),
 		s.diff = l.DiffID.Algorithm().Hash()
 	}
 	if err := s.readBlob(br, l.MediaType); err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || isLimit(err) {
+			// A limit refuses the layer whatever the rest of the blob.
 			return nil, err
 		}
 		// A corrupt stream is most likely a corrupt download: say so if
@@ -253,7 +255,7 @@ type scanner struct {
 	budget keptBudget
 	// at lists, by path, the indexes of the entries at it, in order: what
 	// linkTarget looks hardlink targets up in, made on its first use.
-	at map[ref][]int
+	at map[string][]int
 }
 
 // recentFile is a small file the scan read recently.
@@ -579,8 +581,7 @@ func (s *scanner) linkTarget(i int) (int, bool) {
 		s.indexTargets()
 	}
 	for hops := 0; hops < len(s.entries); hops++ {
-		// Interning makes equal paths equal refs.
-		at := s.at[s.entries[i].target]
+		at := s.at[s.str(s.entries[i].target)]
 		k, _ := slices.BinarySearch(at, i)
 		if k == 0 {
 			return 0, false
@@ -598,36 +599,21 @@ func (s *scanner) linkTarget(i int) (int, bool) {
 	return 0, false
 }
 
-// indexTargets makes s.at for the targets of the needy hardlinks and,
-// round by round, for the targets of the hardlinks among them: a pass
-// over the entries a round, and a round is a chain of hardlinks to
-// hardlinks, which real layers do not have.
+// indexTargets makes s.at for every path a hardlink of the layer
+// targets: two passes over the entries, whatever the chains of hardlinks
+// to hardlinks.
 func (s *scanner) indexTargets() {
-	s.at = map[ref][]int{}
-	pending := map[ref]bool{}
-	for _, i := range s.needs {
-		pending[s.entries[i].target] = true
+	s.at = map[string][]int{}
+	for k := range s.entries {
+		if s.entries[k].typ == Hardlink {
+			s.at[s.str(s.entries[k].target)] = nil
+		}
 	}
-	for len(pending) > 0 {
-		for r := range pending {
-			s.at[r] = nil
+	for k := range s.entries {
+		p := s.str(s.entries[k].path)
+		if at, ok := s.at[p]; ok {
+			s.at[p] = append(at, k)
 		}
-		for k := range s.entries {
-			if r := s.entries[k].path; pending[r] {
-				s.at[r] = append(s.at[r], k)
-			}
-		}
-		next := map[ref]bool{}
-		for r := range pending {
-			for _, k := range s.at[r] {
-				if t := s.entries[k].target; s.entries[k].typ == Hardlink {
-					if _, done := s.at[t]; !done {
-						next[t] = true
-					}
-				}
-			}
-		}
-		pending = next
 	}
 }
 
@@ -666,18 +652,27 @@ func entryPath(name string) (string, error) {
 // checkName refuses a path (relative to the root) that is longer than
 // PATH_MAX as an absolute path, that has a component longer than
 // NAME_MAX, or a NUL: no node can extract it, and a layer of such names
-// would only cost memory. It is checked before the path is kept.
+// would only cost memory. It is checked before the path is kept. A
+// whiteout's ".wh." is not part of the name it deletes, so it does not
+// count.
 func checkName(p string) error {
+	extra := 0
+	if strings.HasPrefix(baseName(p), whiteoutPrefix) {
+		extra = len(whiteoutPrefix)
+	}
 	switch {
-	case len(p)+1 > machineconfig.MaxPath:
-		return fmt.Errorf("path %s is %d bytes, longer than PATH_MAX (%d): no node can extract it", quoteName("/"+p), len(p)+1, machineconfig.MaxPath)
+	case len(p)+1 > machineconfig.MaxPath+extra:
+		return limitf("path %s is %d bytes, longer than PATH_MAX (%d): no node can extract it", quoteName("/"+p), len(p)+1, machineconfig.MaxPath)
 	case strings.IndexByte(p, 0) >= 0:
 		return fmt.Errorf("path %s contains a NUL byte", quoteName("/"+p))
 	}
 	for rest := p; rest != ""; {
 		c, next, _ := strings.Cut(rest, "/")
+		if next == "" {
+			c = c[min(extra, len(c)):]
+		}
 		if len(c) > machineconfig.MaxName {
-			return fmt.Errorf("path %s: a component is %d bytes, longer than NAME_MAX (%d): no node can extract it", quoteName("/"+p), len(c), machineconfig.MaxName)
+			return limitf("path %s: a component is %d bytes, longer than NAME_MAX (%d): no node can extract it", quoteName("/"+p), len(c), machineconfig.MaxName)
 		}
 		rest = next
 	}
@@ -689,11 +684,28 @@ func checkName(p string) error {
 func checkTarget(target string) error {
 	switch {
 	case len(target) > machineconfig.MaxPath:
-		return fmt.Errorf("symlink target %s is %d bytes, longer than PATH_MAX (%d): no node can extract it", quoteName(target), len(target), machineconfig.MaxPath)
+		return limitf("symlink target %s is %d bytes, longer than PATH_MAX (%d): no node can extract it", quoteName(target), len(target), machineconfig.MaxPath)
 	case strings.IndexByte(target, 0) >= 0:
 		return fmt.Errorf("symlink target %s contains a NUL byte", quoteName(target))
 	}
 	return nil
+}
+
+// limitError is a refusal of what a layer would make the index keep
+// (see "Limits" in README.md), as opposed to a damaged layer.
+type limitError struct{ error }
+
+func (e limitError) Unwrap() error { return e.error }
+
+func limitf(format string, args ...any) error {
+	return limitError{fmt.Errorf(format, args...)}
+}
+
+// isLimit reports whether err is a limit's refusal: a limitError, or a
+// zstd frame asking for a window over decompress.MaxZstdWindow.
+func isLimit(err error) bool {
+	var le limitError
+	return errors.As(err, &le) || errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded)
 }
 
 // quoteName quotes a name for an error, shortened to its first 100
