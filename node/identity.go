@@ -157,26 +157,28 @@ func checkPlan(s *Sysroot, booted, staged *Deployment, p *revert.Plan, rec *Reco
 			lines = append(lines, fmt.Sprintf("plan: made for image %s %s, but %s is %s (config %s)", orDash(x.want.Reference), x.want.Digest, x.what, got.Digest, got.Config))
 		}
 	}
-	planned := map[string]bool{}
-	done := map[string]bool{}
-	for _, pe := range p.Rewrite {
-		planned[pe.Path] = true
-		// What the rendering against the staged deployment does not list
-		// because it already is so (a parent the MCD would make, a link
-		// a disable removes, an unmask), as Rewrite accepts it.
-		if _, ok := implied(pe, res); ok {
-			done[pe.Path] = true
-		}
-	}
 	local := map[string]bool{}
 	for _, c := range rec.Written() {
 		local[c.Path] = true
 	}
 	// What the staged deployment already holds as wanted needs no write:
 	// a run after one that wrote the plan's paths agrees with it.
+	done, owned := map[string]bool{}, map[string]bool{}
 	for _, c := range rec.Changes {
+		owned[c.Path] = true
 		if c.AsWanted && c.Op == Unchanged {
 			done[c.Path] = true
+		}
+	}
+	planned := map[string]bool{}
+	for _, pe := range p.Rewrite {
+		planned[pe.Path] = true
+		// What the rendering against the staged deployment does not list
+		// at all because it already is so (a parent the MCD would make, a
+		// link a disable removes), as Rewrite accepts it; a path it lists
+		// is judged by its Change.
+		if _, ok := implied(pe, res); ok && !owned[pe.Path] {
+			done[pe.Path] = true
 		}
 	}
 	for _, pth := range sortedKeys(planned) {
