@@ -242,10 +242,19 @@ func planPrepare(s *Sysroot, booted, staged *Deployment, mcs []*machineconfig.Ma
 		rec.Changes = append(rec.Changes, c)
 	}
 	// A removal the MCD makes whatever is there, where the staged
-	// deployment has nothing: owned, and as wanted (an earlier run made
-	// it so, or the base never had it).
+	// deployment has nothing (an earlier run removed it, or the base never
+	// had it): owned all the same, and judged like any entry.
 	for _, pth := range sortedKeys(removalPaths(res, listed)) {
-		rec.Changes = append(rec.Changes, Change{Path: pth, Op: Unchanged, AsWanted: true, Source: res.Removes[pth]})
+		e := render.Entry{Entry: manifest.Entry{Path: pth, Type: manifest.Absent, Source: res.Removes[pth]}}
+		c, write, err := changeFor(e, bootedRoot, stagedRoot)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if write { // the staged deployment has nothing there: never
+			p.writes = append(p.writes, pendingWrite{change: len(rec.Changes), entry: e})
+		}
+		rec.Changes = append(rec.Changes, c)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
