@@ -15,6 +15,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+	"github.com/mcbake/mcbake/internal/ocilayout"
 	digest "github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -60,32 +61,22 @@ func appendLayers(t *testing.T, dir string, layers []hostileLayer, edit func(*v1
 	}
 }
 
-func blobFile(dir string, d digest.Digest) string {
-	return filepath.Join(dir, "blobs", d.Algorithm().String(), d.Encoded())
-}
+func blobFile(dir string, d digest.Digest) string { return ocilayout.BlobPath(dir, d.String()) }
 
 func readJSONFile(t *testing.T, file string, v any) {
 	t.Helper()
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
+	if err := ocilayout.ReadJSON(file, v); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func writeJSONBlob(t *testing.T, dir, mediaType string, v any) v1.Descriptor {
 	t.Helper()
-	b, err := json.Marshal(v)
+	d, err := ocilayout.WriteJSONBlob(filepath.Join(dir, "blobs", "sha256"), mediaType, v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := digest.FromBytes(b)
-	if err := os.WriteFile(blobFile(dir, d), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return v1.Descriptor{MediaType: mediaType, Digest: d, Size: int64(len(b))}
+	return v1.Descriptor{MediaType: d.MediaType, Digest: digest.Digest(d.Digest), Size: d.Size}
 }
 
 // writeHostileLayer writes l's blob into the layout and returns its

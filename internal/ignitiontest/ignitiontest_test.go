@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/mcbake/mcbake/internal/ocilayout"
 	"github.com/mcbake/mcbake/internal/ostreetest"
 	"github.com/mcbake/mcbake/internal/roottest"
 	"github.com/mcbake/mcbake/internal/testbase"
@@ -103,7 +104,7 @@ func TestImage(t *testing.T) {
 			DiffIDs []string `json:"diff_ids"`
 		} `json:"rootfs"`
 	}
-	if err := readJSON(blobPath(out, man.Config.Digest), &cfg); err != nil {
+	if err := ocilayout.ReadJSON(ocilayout.BlobPath(out, man.Config.Digest), &cfg); err != nil {
 		t.Fatal(err)
 	}
 	if baseLayers := len(testbase.DefaultLayers()) + 1; len(cfg.RootFS.DiffIDs) != len(man.Layers) || len(man.Layers) != baseLayers+1 {

@@ -4,33 +4,19 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
-	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"sort"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/mcbake/mcbake/internal/ocilayout"
 	"github.com/mcbake/mcbake/internal/ostreetest"
-)
-
-// OCI media types and annotations the layout uses.
-const (
-	mediaTypeManifest  = "application/vnd.oci.image.manifest.v1+json"
-	mediaTypeIndex     = "application/vnd.oci.image.index.v1+json"
-	mediaTypeConfig    = "application/vnd.oci.image.config.v1+json"
-	mediaTypeLayerGzip = "application/vnd.oci.image.layer.v1.tar+gzip"
-	annotationRefName  = "org.opencontainers.image.ref.name"
 )
 
 // layerTime is the mtime of every entry of the layer and the date of its
@@ -74,12 +60,12 @@ func appendLayer(baseLayout, baseTag, baseRoot, root, layout, tag string) error 
 	if err != nil {
 		return err
 	}
-	for _, d := range append([]descriptor{man.Config}, man.Layers...) {
-		if err := linkBlob(baseLayout, layout, d.Digest); err != nil {
+	for _, d := range append([]ocilayout.Descriptor{man.Config}, man.Layers...) {
+		if err := ocilayout.LinkBlob(baseLayout, layout, d.Digest); err != nil {
 			return err
 		}
 	}
-	layer, diffID, err := writeLayer(blobs, func(tw *tar.Writer) error { return writeChanges(tw, baseRoot, root) })
+	layer, diffID, err := ocilayout.WriteLayer(blobs, gzip.DefaultCompression, func(tw *tar.Writer) error { return writeChanges(tw, baseRoot, root) })
 	if err != nil {
 		return fmt.Errorf("writing the layer: %w", err)
 	}
@@ -88,65 +74,58 @@ func appendLayer(baseLayout, baseTag, baseRoot, root, layout, tag string) error 
 		return err
 	}
 	man.Config, man.Layers = config, append(man.Layers, layer)
-	md, err := writeJSONBlob(blobs, mediaTypeManifest, man)
+	md, err := ocilayout.WriteJSONBlob(blobs, ocilayout.MediaTypeManifest, man)
 	if err != nil {
 		return err
 	}
-	md.Annotations = map[string]string{annotationRefName: tag}
-	index := map[string]any{"schemaVersion": 2, "mediaType": mediaTypeIndex, "manifests": []descriptor{md}}
-	if err := writeJSON(filepath.Join(layout, "index.json"), index); err != nil {
+	md.Annotations = map[string]string{ocilayout.AnnotationRefName: tag}
+	index := map[string]any{"schemaVersion": 2, "mediaType": ocilayout.MediaTypeIndex, "manifests": []ocilayout.Descriptor{md}}
+	if err := ocilayout.WriteJSON(filepath.Join(layout, "index.json"), index); err != nil {
 		return err
 	}
-	return writeJSON(filepath.Join(layout, "oci-layout"), map[string]string{"imageLayoutVersion": "1.0.0"})
-}
-
-type descriptor struct {
-	MediaType   string            `json:"mediaType"`
-	Digest      string            `json:"digest"`
-	Size        int64             `json:"size"`
-	Annotations map[string]string `json:"annotations,omitempty"`
+	return ocilayout.WriteJSON(filepath.Join(layout, "oci-layout"), map[string]string{"imageLayoutVersion": "1.0.0"})
 }
 
 // ociManifest is the part of an image manifest AppendLayer rewrites; the
 // rest is kept as it is.
 type ociManifest struct {
-	SchemaVersion int               `json:"schemaVersion"`
-	MediaType     string            `json:"mediaType,omitempty"`
-	Config        descriptor        `json:"config"`
-	Layers        []descriptor      `json:"layers"`
-	Annotations   map[string]string `json:"annotations,omitempty"`
+	SchemaVersion int                    `json:"schemaVersion"`
+	MediaType     string                 `json:"mediaType,omitempty"`
+	Config        ocilayout.Descriptor   `json:"config"`
+	Layers        []ocilayout.Descriptor `json:"layers"`
+	Annotations   map[string]string      `json:"annotations,omitempty"`
 }
 
 // readTagged reads the image manifest tagged tag in the layout.
 func readTagged(layout, tag string) (ociManifest, error) {
-	var index struct{ Manifests []descriptor }
-	if err := readJSON(filepath.Join(layout, "index.json"), &index); err != nil {
+	var index struct{ Manifests []ocilayout.Descriptor }
+	if err := ocilayout.ReadJSON(filepath.Join(layout, "index.json"), &index); err != nil {
 		return ociManifest{}, err
 	}
 	for _, d := range index.Manifests {
-		if d.Annotations[annotationRefName] != tag {
+		if d.Annotations[ocilayout.AnnotationRefName] != tag {
 			continue
 		}
-		if d.MediaType != mediaTypeManifest {
+		if d.MediaType != ocilayout.MediaTypeManifest {
 			return ociManifest{}, fmt.Errorf("tag %q is a %s, want an image manifest", tag, d.MediaType)
 		}
 		var m ociManifest
-		return m, readJSON(blobPath(layout, d.Digest), &m)
+		return m, ocilayout.ReadJSON(ocilayout.BlobPath(layout, d.Digest), &m)
 	}
 	return ociManifest{}, fmt.Errorf("no image tagged %q in %s", tag, layout)
 }
 
 // appendConfig writes the base's config with the new layer's diff ID and
 // a history entry added, and returns its descriptor.
-func appendConfig(baseLayout, blobs string, base descriptor, diffID string) (descriptor, error) {
+func appendConfig(baseLayout, blobs string, base ocilayout.Descriptor, diffID string) (ocilayout.Descriptor, error) {
 	var cfg map[string]any
-	if err := readJSON(blobPath(baseLayout, base.Digest), &cfg); err != nil {
-		return descriptor{}, err
+	if err := ocilayout.ReadJSON(ocilayout.BlobPath(baseLayout, base.Digest), &cfg); err != nil {
+		return ocilayout.Descriptor{}, err
 	}
 	rootfs, _ := cfg["rootfs"].(map[string]any)
 	ids, _ := rootfs["diff_ids"].([]any)
 	if rootfs == nil {
-		return descriptor{}, errors.New("the base config has no rootfs")
+		return ocilayout.Descriptor{}, errors.New("the base config has no rootfs")
 	}
 	rootfs["diff_ids"] = append(ids, diffID)
 	history, _ := cfg["history"].([]any)
@@ -154,7 +133,7 @@ func appendConfig(baseLayout, blobs string, base descriptor, diffID string) (des
 		"created":    layerTime.Format(time.RFC3339),
 		"created_by": "ignition-apply --ignore-unsupported --offline (mcbake ignitiontest)",
 	})
-	return writeJSONBlob(blobs, mediaTypeConfig, cfg)
+	return ocilayout.WriteJSONBlob(blobs, ocilayout.MediaTypeConfig, cfg)
 }
 
 // writeChanges writes, in path order, every path of root that baseRoot
@@ -291,7 +270,7 @@ func (w *changeWriter) entry(name string) error {
 		return err
 	}
 	st := fi.Sys().(*syscall.Stat_t)
-	hdr := &tar.Header{Name: name, Mode: tarMode(fi.Mode()), Uid: int(st.Uid), Gid: int(st.Gid), ModTime: layerTime, Format: tar.FormatPAX}
+	hdr := &tar.Header{Name: name, Mode: ocilayout.TarMode(fi.Mode()), Uid: int(st.Uid), Gid: int(st.Gid), ModTime: layerTime, Format: tar.FormatPAX}
 	switch mode := fi.Mode(); {
 	case mode.IsDir():
 		hdr.Typeflag, hdr.Name = tar.TypeDir, name+"/"
@@ -323,110 +302,4 @@ func (w *changeWriter) entry(name string) error {
 	}
 	_, err = w.tw.Write(content)
 	return err
-}
-
-// tarMode is the tar header mode of an fs.FileMode: permission bits plus
-// setuid, setgid and sticky.
-func tarMode(m fs.FileMode) int64 {
-	v := int64(m.Perm())
-	for bit, tm := range map[fs.FileMode]int64{fs.ModeSetuid: 0o4000, fs.ModeSetgid: 0o2000, fs.ModeSticky: 0o1000} {
-		if m&bit != 0 {
-			v |= tm
-		}
-	}
-	return v
-}
-
-// writeLayer writes the gzip tar that fill produces as a blob, and returns
-// its descriptor and diff ID (the digest of the uncompressed tar).
-func writeLayer(blobs string, fill func(*tar.Writer) error) (descriptor, string, error) {
-	f, err := os.CreateTemp(blobs, ".layer-")
-	if err != nil {
-		return descriptor{}, "", err
-	}
-	defer os.Remove(f.Name()) // after the rename, a no-op
-	compressed, uncompressed := sha256.New(), sha256.New()
-	counted := &countWriter{w: io.MultiWriter(f, compressed)}
-	zw := gzip.NewWriter(counted)
-	tw := tar.NewWriter(io.MultiWriter(zw, uncompressed))
-	err = fill(tw)
-	for _, c := range []io.Closer{tw, zw, f} {
-		if cerr := c.Close(); err == nil {
-			err = cerr
-		}
-	}
-	if err != nil {
-		return descriptor{}, "", err
-	}
-	d := hexSum(compressed)
-	if err := os.Rename(f.Name(), filepath.Join(blobs, d)); err != nil {
-		return descriptor{}, "", err
-	}
-	return descriptor{MediaType: mediaTypeLayerGzip, Digest: "sha256:" + d, Size: counted.n}, "sha256:" + hexSum(uncompressed), nil
-}
-
-func hexSum(h hash.Hash) string { return hex.EncodeToString(h.Sum(nil)) }
-
-// writeJSONBlob writes v as a JSON blob and returns its descriptor.
-func writeJSONBlob(blobs, mediaType string, v any) (descriptor, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return descriptor{}, err
-	}
-	sum := sha256.Sum256(b)
-	d := hex.EncodeToString(sum[:])
-	if err := os.WriteFile(filepath.Join(blobs, d), b, 0o644); err != nil {
-		return descriptor{}, err
-	}
-	return descriptor{MediaType: mediaType, Digest: "sha256:" + d, Size: int64(len(b))}, nil
-}
-
-// linkBlob hard-links (or, across filesystems, copies) blob d of layout
-// from into layout to.
-func linkBlob(from, to, d string) error {
-	src, dst := blobPath(from, d), blobPath(to, d)
-	if os.Link(src, dst) == nil {
-		return nil
-	}
-	b, err := os.ReadFile(src)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(dst, b, 0o644)
-}
-
-func blobPath(layout, d string) string {
-	algo, hex, _ := strings.Cut(d, ":")
-	return filepath.Join(layout, "blobs", algo, hex)
-}
-
-func readJSON(p string, v any) error {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("%s: %w", p, err)
-	}
-	return nil
-}
-
-func writeJSON(p string, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(p, b, 0o644)
-}
-
-// countWriter counts the bytes written through it.
-type countWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }

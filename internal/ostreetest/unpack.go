@@ -11,6 +11,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+	"github.com/mcbake/mcbake/internal/ocilayout"
 	"github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -52,13 +53,13 @@ func gzipLayout(layoutDir, tag, scratch string) (string, error) {
 		return "", err
 	}
 	var m v1.Manifest
-	if err := readJSON(blobPath(layoutDir, desc.Digest), &m); err != nil {
+	if err := ocilayout.ReadJSON(ocilayout.BlobPath(layoutDir, desc.Digest.String()), &m); err != nil {
 		return "", fmt.Errorf("reading manifest: %w", err)
 	}
 	if !hasZstd(m) {
 		return layoutDir, nil
 	}
-	if err := copyBlob(layoutDir, scratch, m.Config.Digest); err != nil {
+	if err := ocilayout.LinkBlob(layoutDir, scratch, m.Config.Digest.String()); err != nil {
 		return "", fmt.Errorf("copying config: %w", err)
 	}
 	for i, l := range m.Layers {
@@ -73,7 +74,7 @@ func gzipLayout(layoutDir, tag, scratch string) (string, error) {
 // an image manifest.
 func findTag(layoutDir, tag string) (v1.Descriptor, error) {
 	var idx v1.Index
-	if err := readJSON(filepath.Join(layoutDir, "index.json"), &idx); err != nil {
+	if err := ocilayout.ReadJSON(filepath.Join(layoutDir, "index.json"), &idx); err != nil {
 		return v1.Descriptor{}, err
 	}
 	for _, d := range idx.Manifests {
@@ -101,9 +102,9 @@ func hasZstd(m v1.Manifest) bool {
 // when it is zstd, and returns its descriptor there.
 func copyLayer(layoutDir, scratch string, l v1.Descriptor) (v1.Descriptor, error) {
 	if l.MediaType != v1.MediaTypeImageLayerZstd {
-		return l, copyBlob(layoutDir, scratch, l.Digest)
+		return l, ocilayout.LinkBlob(layoutDir, scratch, l.Digest.String())
 	}
-	d, size, err := regzip(blobPath(layoutDir, l.Digest), scratch)
+	d, size, err := regzip(ocilayout.BlobPath(layoutDir, l.Digest.String()), scratch)
 	if err != nil {
 		return v1.Descriptor{}, err
 	}
@@ -145,7 +146,7 @@ func writeBlob(layout string, fill func(io.Writer) error) (d digest.Digest, size
 		return "", 0, err
 	}
 	dg := digest.Canonical.Digester()
-	cw := &countWriter{w: io.MultiWriter(f, dg.Hash())}
+	cw := &ocilayout.CountWriter{W: io.MultiWriter(f, dg.Hash())}
 	err = fill(cw)
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -154,21 +155,7 @@ func writeBlob(layout string, fill func(io.Writer) error) (d digest.Digest, size
 		return "", 0, errors.Join(err, os.Remove(f.Name()))
 	}
 	d = dg.Digest()
-	return d, cw.n, os.Rename(f.Name(), blobPath(layout, d))
-}
-
-// copyBlob hard-links (or, across filesystems, copies) blob d of layoutDir
-// into the scratch layout.
-func copyBlob(layoutDir, scratch string, d digest.Digest) error {
-	dst := blobPath(scratch, d)
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return err
-	}
-	if os.Link(blobPath(layoutDir, d), dst) == nil {
-		return nil
-	}
-	_, err := run(nil, "cp", "--", blobPath(layoutDir, d), dst)
-	return err
+	return d, cw.N, os.Rename(f.Name(), ocilayout.BlobPath(layout, d.String()))
 }
 
 // writeLayout writes manifest m, index.json (tagging m) and oci-layout.
@@ -194,43 +181,8 @@ func writeLayout(layout, tag string, m v1.Manifest) error {
 			Annotations: map[string]string{v1.AnnotationRefName: tag},
 		}},
 	}
-	if err := writeJSON(filepath.Join(layout, "index.json"), idx); err != nil {
+	if err := ocilayout.WriteJSON(filepath.Join(layout, "index.json"), idx); err != nil {
 		return err
 	}
-	return writeJSON(filepath.Join(layout, v1.ImageLayoutFile), v1.ImageLayout{Version: v1.ImageLayoutVersion})
-}
-
-func blobPath(layout string, d digest.Digest) string {
-	return filepath.Join(layout, "blobs", d.Algorithm().String(), d.Encoded())
-}
-
-func readJSON(path string, v any) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
-}
-
-func writeJSON(path string, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, b, 0o644)
-}
-
-// countWriter counts the bytes written through it.
-type countWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
+	return ocilayout.WriteJSON(filepath.Join(layout, v1.ImageLayoutFile), v1.ImageLayout{Version: v1.ImageLayoutVersion})
 }

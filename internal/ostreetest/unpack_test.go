@@ -13,6 +13,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/mcbake/mcbake/internal/ocilayout"
 	"github.com/mcbake/mcbake/internal/testbase"
 )
 
@@ -71,11 +72,11 @@ func TestGzipLayoutReencodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var m v1.Manifest
-	if err := readJSON(blobPath(scratch, desc.Digest), &m); err != nil {
+	if err := ocilayout.ReadJSON(ocilayout.BlobPath(scratch, desc.Digest.String()), &m); err != nil {
 		t.Fatal(err)
 	}
 	var cfg v1.Image
-	if err := readJSON(blobPath(scratch, m.Config.Digest), &cfg); err != nil {
+	if err := ocilayout.ReadJSON(ocilayout.BlobPath(scratch, m.Config.Digest.String()), &cfg); err != nil {
 		t.Fatal(err)
 	}
 	var diffIDs []digest.Digest
@@ -83,7 +84,7 @@ func TestGzipLayoutReencodes(t *testing.T) {
 		if l.MediaType != v1.MediaTypeImageLayerGzip {
 			t.Errorf("layer %s media type = %s, want %s", l.Digest, l.MediaType, v1.MediaTypeImageLayerGzip)
 		}
-		diffIDs = append(diffIDs, gunzipDigest(t, blobPath(scratch, l.Digest)))
+		diffIDs = append(diffIDs, gunzipDigest(t, ocilayout.BlobPath(scratch, l.Digest.String())))
 	}
 	if diff := cmp.Diff(cfg.RootFS.DiffIDs, diffIDs); diff != "" {
 		t.Errorf("uncompressed layer digests (-want +got):\n%s", diff)

@@ -3,12 +3,9 @@ package ostreevm
 import (
 	"archive/tar"
 	"compress/gzip"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -16,28 +13,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mcbake/mcbake/internal/ocilayout"
 	"golang.org/x/sys/unix"
-)
-
-// OCI media types and annotation PackOCI writes.
-const (
-	mediaTypeManifest  = "application/vnd.oci.image.manifest.v1+json"
-	mediaTypeIndex     = "application/vnd.oci.image.index.v1+json"
-	mediaTypeConfig    = "application/vnd.oci.image.config.v1+json"
-	mediaTypeLayerGzip = "application/vnd.oci.image.layer.v1.tar+gzip"
-	annotationRefName  = "org.opencontainers.image.ref.name"
 )
 
 // packTime is the modification time of every tar entry and the image's
 // creation time: the same tree packs to the same digests.
 var packTime = time.Date(2025, time.January, 1, 0, 0, 0, 0, time.UTC)
-
-type descriptor struct {
-	MediaType   string            `json:"mediaType"`
-	Digest      string            `json:"digest"`
-	Size        int64             `json:"size"`
-	Annotations map[string]string `json:"annotations,omitempty"`
-}
 
 // PackOCI writes the directory tree rootfs as a single-layer image tagged
 // tag in the OCI image layout layoutDir (created when missing; an image
@@ -61,7 +43,7 @@ func PackOCI(rootfs, layoutDir, tag string) error {
 	if err := os.MkdirAll(blobs, 0o755); err != nil {
 		return err
 	}
-	layer, diffID, err := writeLayer(rootfs, blobs)
+	layer, diffID, err := ocilayout.WriteLayer(blobs, gzip.BestSpeed, func(tw *tar.Writer) error { return writeTar(tw, rootfs) })
 	if err != nil {
 		return fmt.Errorf("PackOCI %s: %w", rootfs, err)
 	}
@@ -78,21 +60,21 @@ func PackOCI(rootfs, layoutDir, tag string) error {
 		"rootfs":  map[string]any{"type": "layers", "diff_ids": []string{diffID}},
 		"history": []map[string]string{{"created": packTime.Format(time.RFC3339), "created_by": "ostreevm.PackOCI"}},
 	}
-	configDesc, err := writeJSONBlob(blobs, mediaTypeConfig, config)
+	configDesc, err := ocilayout.WriteJSONBlob(blobs, ocilayout.MediaTypeConfig, config)
 	if err != nil {
 		return err
 	}
 	manifest := map[string]any{
 		"schemaVersion": 2,
-		"mediaType":     mediaTypeManifest,
+		"mediaType":     ocilayout.MediaTypeManifest,
 		"config":        configDesc,
-		"layers":        []descriptor{layer},
+		"layers":        []ocilayout.Descriptor{layer},
 	}
-	manDesc, err := writeJSONBlob(blobs, mediaTypeManifest, manifest)
+	manDesc, err := ocilayout.WriteJSONBlob(blobs, ocilayout.MediaTypeManifest, manifest)
 	if err != nil {
 		return err
 	}
-	manDesc.Annotations = map[string]string{annotationRefName: tag}
+	manDesc.Annotations = map[string]string{ocilayout.AnnotationRefName: tag}
 	if err := os.WriteFile(filepath.Join(layoutDir, "oci-layout"), []byte(`{"imageLayoutVersion":"1.0.0"}`), 0o644); err != nil {
 		return err
 	}
@@ -101,24 +83,24 @@ func PackOCI(rootfs, layoutDir, tag string) error {
 
 // addToIndex writes index.json with desc added and any other entry tagged
 // like desc removed.
-func addToIndex(layoutDir string, desc descriptor) error {
+func addToIndex(layoutDir string, desc ocilayout.Descriptor) error {
 	path := filepath.Join(layoutDir, "index.json")
 	index := struct {
-		SchemaVersion int          `json:"schemaVersion"`
-		MediaType     string       `json:"mediaType"`
-		Manifests     []descriptor `json:"manifests"`
-	}{SchemaVersion: 2, MediaType: mediaTypeIndex}
+		SchemaVersion int                    `json:"schemaVersion"`
+		MediaType     string                 `json:"mediaType"`
+		Manifests     []ocilayout.Descriptor `json:"manifests"`
+	}{SchemaVersion: 2, MediaType: ocilayout.MediaTypeIndex}
 	if b, err := os.ReadFile(path); err == nil {
 		if err := json.Unmarshal(b, &index); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		index.MediaType = mediaTypeIndex
+		index.MediaType = ocilayout.MediaTypeIndex
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	kept := index.Manifests[:0]
 	for _, d := range index.Manifests {
-		if d.Annotations[annotationRefName] != desc.Annotations[annotationRefName] {
+		if d.Annotations[ocilayout.AnnotationRefName] != desc.Annotations[ocilayout.AnnotationRefName] {
 			kept = append(kept, d)
 		}
 	}
@@ -133,58 +115,6 @@ func addToIndex(layoutDir string, desc descriptor) error {
 	}
 	return os.Rename(tmp, path)
 }
-
-// writeJSONBlob writes v as a JSON blob and returns its descriptor.
-func writeJSONBlob(blobs, mediaType string, v any) (descriptor, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return descriptor{}, err
-	}
-	sum := sha256.Sum256(b)
-	d := hex.EncodeToString(sum[:])
-	if err := os.WriteFile(filepath.Join(blobs, d), b, 0o644); err != nil {
-		return descriptor{}, err
-	}
-	return descriptor{MediaType: mediaType, Digest: "sha256:" + d, Size: int64(len(b))}, nil
-}
-
-// writeLayer writes the gzip tar layer of rootfs into blobs and returns
-// its descriptor and diff ID (the digest of the uncompressed tar).
-func writeLayer(rootfs string, blobs string) (descriptor, string, error) {
-	f, err := os.CreateTemp(blobs, ".layer-")
-	if err != nil {
-		return descriptor{}, "", err
-	}
-	defer os.Remove(f.Name()) // after the rename, a no-op
-	compressed := sha256.New()
-	counted := &countWriter{w: io.MultiWriter(f, compressed)}
-	zw, err := gzip.NewWriterLevel(counted, gzip.BestSpeed)
-	if err != nil {
-		return descriptor{}, "", err
-	}
-	uncompressed := sha256.New()
-	tw := tar.NewWriter(io.MultiWriter(zw, uncompressed))
-	err = writeTar(tw, rootfs)
-	if err == nil {
-		err = tw.Close()
-	}
-	if err == nil {
-		err = zw.Close()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return descriptor{}, "", err
-	}
-	d := hexSum(compressed)
-	if err := os.Rename(f.Name(), filepath.Join(blobs, d)); err != nil {
-		return descriptor{}, "", err
-	}
-	return descriptor{MediaType: mediaTypeLayerGzip, Digest: "sha256:" + d, Size: counted.n}, "sha256:" + hexSum(uncompressed), nil
-}
-
-func hexSum(h hash.Hash) string { return hex.EncodeToString(h.Sum(nil)) }
 
 // writeTar writes the entries below root in lexical order.
 func writeTar(tw *tar.Writer, root string) error {
@@ -211,7 +141,7 @@ func writeTar(tw *tar.Writer, root string) error {
 		}
 		hdr := &tar.Header{
 			Name:    name,
-			Mode:    tarMode(fi.Mode()),
+			Mode:    ocilayout.TarMode(fi.Mode()),
 			Uid:     int(st.Uid),
 			Gid:     int(st.Gid),
 			ModTime: packTime,
@@ -269,32 +199,4 @@ func writeTar(tw *tar.Writer, root string) error {
 		}
 		return nil
 	})
-}
-
-// tarMode is the tar header mode of an fs.FileMode: permission bits plus
-// setuid, setgid and sticky.
-func tarMode(m fs.FileMode) int64 {
-	v := int64(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		v |= 0o4000
-	}
-	if m&fs.ModeSetgid != 0 {
-		v |= 0o2000
-	}
-	if m&fs.ModeSticky != 0 {
-		v |= 0o1000
-	}
-	return v
-}
-
-// countWriter counts the bytes written through it.
-type countWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }

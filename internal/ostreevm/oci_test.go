@@ -14,19 +14,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcbake/mcbake/internal/ocilayout"
 	"golang.org/x/sys/unix"
 )
 
 type ociManifest struct {
-	Config descriptor   `json:"config"`
-	Layers []descriptor `json:"layers"`
+	Config ocilayout.Descriptor   `json:"config"`
+	Layers []ocilayout.Descriptor `json:"layers"`
 }
 
 type ociIndex struct {
-	Manifests []descriptor `json:"manifests"`
+	Manifests []ocilayout.Descriptor `json:"manifests"`
 }
 
-func readBlob(t *testing.T, layout string, d descriptor) []byte {
+func readBlob(t *testing.T, layout string, d ocilayout.Descriptor) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(layout, "blobs", "sha256", d.Digest[len("sha256:"):]))
 	if err != nil {
@@ -40,7 +41,7 @@ func readBlob(t *testing.T, layout string, d descriptor) []byte {
 }
 
 // manifestFor returns the manifest descriptor tagged tag.
-func manifestFor(t *testing.T, layout, tag string) descriptor {
+func manifestFor(t *testing.T, layout, tag string) ocilayout.Descriptor {
 	t.Helper()
 	var idx ociIndex
 	b, err := os.ReadFile(filepath.Join(layout, "index.json"))
@@ -50,9 +51,9 @@ func manifestFor(t *testing.T, layout, tag string) descriptor {
 	if err := json.Unmarshal(b, &idx); err != nil {
 		t.Fatal(err)
 	}
-	var found []descriptor
+	var found []ocilayout.Descriptor
 	for _, d := range idx.Manifests {
-		if d.Annotations[annotationRefName] == tag {
+		if d.Annotations[ocilayout.AnnotationRefName] == tag {
 			found = append(found, d)
 		}
 	}
