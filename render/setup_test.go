@@ -52,6 +52,13 @@ func renderDocs(t testing.TB, root Root, docs ...string) (*Result, error) {
 func makeRoot(t testing.TB, spec map[string]string) *Dir {
 	t.Helper()
 	dir := t.TempDir()
+	writeTree(t, dir, spec)
+	return openDir(t, dir)
+}
+
+// writeTree creates makeRoot's spec under dir.
+func writeTree(t testing.TB, dir string, spec map[string]string) {
+	t.Helper()
 	keys := make([]string, 0, len(spec))
 	for k := range spec {
 		keys = append(keys, k)
@@ -77,7 +84,6 @@ func makeRoot(t testing.TB, spec map[string]string) *Dir {
 			t.Fatal(err)
 		}
 	}
-	return openDir(t, dir)
 }
 
 // openDir opens dir as a Dir, closed when the test ends.

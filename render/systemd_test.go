@@ -80,31 +80,7 @@ func needSystemctl(t *testing.T) *systemdtest.Replayer {
 // node) when running as root.
 func writeSpec(t testing.TB, dir string, spec map[string]string) {
 	t.Helper()
-	keys := make([]string, 0, len(spec))
-	for k := range spec {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		p := filepath.Join(dir, k)
-		v := spec[k]
-		var err error
-		switch {
-		case strings.HasSuffix(k, "/"):
-			err = os.MkdirAll(p, 0o755)
-		case strings.HasPrefix(v, "-> "):
-			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
-				err = os.Symlink(strings.TrimPrefix(v, "-> "), p)
-			}
-		default:
-			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
-				err = os.WriteFile(p, []byte(v), 0o644)
-			}
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeTree(t, dir, spec)
 	if err := os.MkdirAll(filepath.Join(dir, "etc/systemd/system"), 0o755); err != nil {
 		t.Fatal(err)
 	}
