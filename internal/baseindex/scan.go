@@ -277,7 +277,11 @@ func newListScanner() *scanner {
 }
 
 // readTar reads every entry of a tar stream.
-func (s *scanner) readTar(r io.Reader) error {
+func (s *scanner) readTar(r io.Reader) error { return eachEntry(r, s.add) }
+
+// eachEntry calls fn with every entry of the tar stream r and a reader of
+// its content; an error names the entry.
+func eachEntry(r io.Reader, fn func(hdr *tar.Header, content io.Reader) error) error {
 	tr := tar.NewReader(r)
 	for {
 		hdr, err := tr.Next()
@@ -287,7 +291,7 @@ func (s *scanner) readTar(r io.Reader) error {
 		if err != nil {
 			return fmt.Errorf("reading tar stream: %w", err)
 		}
-		if err := s.add(hdr, tr); err != nil {
+		if err := fn(hdr, tr); err != nil {
 			return fmt.Errorf("tar entry %s: %w", quoteName(hdr.Name), err)
 		}
 	}

@@ -25,20 +25,8 @@ const Opaque manifest.Type = "opaque"
 // so for its path (a file larger than maxKeep is an error then). It is the
 // one way mcbake observes a path in a tar layer.
 func Walk(r io.Reader, keep func(path string) bool, maxKeep int64, fn func(e manifest.Entry, content []byte) error) error {
-	tr := tar.NewReader(r)
 	w := walker{keep: keep, maxKeep: maxKeep, fn: fn}
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("reading tar stream: %w", err)
-		}
-		if err := w.entry(hdr, tr); err != nil {
-			return fmt.Errorf("tar entry %s: %w", quoteName(hdr.Name), err)
-		}
-	}
+	return eachEntry(r, w.entry)
 }
 
 type walker struct {
