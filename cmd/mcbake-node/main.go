@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/mcbake/mcbake/internal/gcpolicy"
+
 	"github.com/spf13/cobra"
 
 	"github.com/mcbake/mcbake/cmd/internal/cli"
@@ -18,6 +20,7 @@ import (
 var version = "dev"
 
 func main() {
+	gcpolicy.Defer()
 	ctx, stop := cli.SignalContext(cli.StopGrace, os.Stderr, "mcbake-node")
 	code := cli.Execute(ctx, rootCommand(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/mcbake/mcbake/internal/gcpolicy"
+
 	"github.com/mcbake/mcbake/build/buildah"
 	"github.com/mcbake/mcbake/cmd/internal/cli"
 	"github.com/mcbake/mcbake/image"
@@ -25,6 +27,7 @@ func main() {
 	if buildah.InitReexec() || image.InitReexec() {
 		return
 	}
+	gcpolicy.Defer()
 	os.Exit(run())
 }
 

@@ -18,12 +18,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"strings"
 	"sync"
+
+	"github.com/mcbake/mcbake/internal/gcpolicy"
 
 	digest "github.com/opencontainers/go-digest"
 	"golang.org/x/sync/errgroup"
@@ -168,41 +168,24 @@ const (
 	tightGCNodes = 250_000
 )
 
-var (
-	gcMu    sync.Mutex
-	gcHolds int
-	gcSaved int
-)
-
 // gcHold holds the garbage collector's percentage at buildGC, with every
-// other hold, unless the program's environment sets GOGC.
-type gcHold struct{ on bool }
+// other hold, unless the program's environment sets GOGC
+// (gcpolicy.Hold).
+type gcHold struct{ done func() }
 
-func (h *gcHold) held() bool { return h.on }
+func (h *gcHold) held() bool { return h.done != nil }
 
 func (h *gcHold) hold() {
-	if h.on || os.Getenv("GOGC") != "" {
-		return
+	if h.done == nil {
+		h.done = gcpolicy.Hold(buildGC)
 	}
-	gcMu.Lock()
-	defer gcMu.Unlock()
-	if gcHolds == 0 {
-		gcSaved = debug.SetGCPercent(buildGC)
-	}
-	gcHolds++
-	h.on = true
 }
 
 func (h *gcHold) release() {
-	if !h.on {
-		return
+	if h.done != nil {
+		h.done()
+		h.done = nil
 	}
-	gcMu.Lock()
-	defer gcMu.Unlock()
-	if gcHolds--; gcHolds == 0 {
-		debug.SetGCPercent(gcSaved)
-	}
-	h.on = false
 }
 
 // unpackedFiles returns the layers' unpacked files, for deferred digests.
