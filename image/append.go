@@ -78,7 +78,12 @@ func Append(ctx context.Context, base *Image, dest string, ao AppendOptions, opt
 		return "", fmt.Errorf("%s: %w", dest, err)
 	}
 	defer func() { err = errors.Join(err, st.close()) }()
-	written, err := copyImage(ctx, st.reference(), src.ref, co, ao.Progress, opts.Retry)
+	var written []byte
+	if o, ok := st.(*ociStaging); ok && o.direct(src, opts) {
+		written, err = src.manifest, o.writeDirect(ctx, src, ao.Progress)
+	} else {
+		written, err = copyImage(ctx, st.reference(), src.ref, co, ao.Progress, opts.Retry)
+	}
 	if err != nil {
 		return "", fmt.Errorf("writing %s: %w", dest, err)
 	}

@@ -632,3 +632,69 @@ func TestAppendConcurrentWritersLoseNoTag(t *testing.T) {
 	}
 	checkNoTemp(t)
 }
+
+// TestAppendDirectIsCopyImage checks that the direct write into an OCI
+// layout leaves what copy.Image leaves: the same index.json, oci-layout
+// and blobs, byte for byte, and the same blobs reported written and
+// skipped, into a new layout, a layout with another tag, and over the
+// same tag. The direct path is the one taken: it opens no blob-info cache.
+func TestAppendDirectIsCopyImage(t *testing.T) {
+	c := newAppendCase(t)
+	other := newImage(t, "amd64", "", false, []testLayer{gzipLayer(t, map[string]string{"x": "y"})})
+	layout := func(direct bool, name string) (string, *Transfer) {
+		t.Helper()
+		appendDirect = direct
+		defer func() { appendDirect = true }()
+		dir := filepath.Join(c.dir, fmt.Sprintf("%s-%v", name, direct))
+		opts := c.opts
+		opts.CacheDir = filepath.Join(dir + ".cache")
+		switch name {
+		case "other":
+			writeImageLayout(t, dir, "kept", other)
+		case "retag":
+			writeImageLayout(t, dir, "new", other)
+		}
+		tr := &Transfer{}
+		ao := c.ao
+		ao.Progress = tr.Add
+		if _, err := Append(context.Background(), c.base, "oci:"+dir+":new", ao, opts); err != nil {
+			t.Fatalf("Append(direct=%v) into %s: %v", direct, name, err)
+		}
+		_, err := os.Stat(filepath.Join(opts.CacheDir, "blob-info-cache-v1.sqlite"))
+		if cache := err == nil; cache == direct {
+			t.Errorf("direct=%v into %s: blob-info cache opened = %v", direct, name, cache)
+		}
+		return dir, tr
+	}
+	for _, name := range []string{"fresh", "other", "retag"} {
+		want, wantTr := layout(false, name)
+		got, gotTr := layout(true, name)
+		if diff := cmp.Diff(treeBytes(t, want), treeBytes(t, got)); diff != "" {
+			t.Errorf("%s: the direct write differs from copy.Image's (-copy +direct):\n%s", name, diff)
+		}
+		wu, ww, ws := wantTr.Totals()
+		gu, gw, gs := gotTr.Totals()
+		if wu != gu || ww != gw || ws != gs {
+			t.Errorf("%s: direct write reported %d bytes in %d blobs, %d skipped; copy.Image %d in %d, %d skipped", name, gu, gw, gs, wu, ww, ws)
+		}
+	}
+}
+
+// treeBytes maps every file under dir to its content.
+func treeBytes(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(dir, p)
+		out[rel] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
