@@ -61,6 +61,16 @@ func (r Root) node(p string) (*Node, bool, error) {
 	if n, ok := r.Index.Lookup(rel(p)); ok {
 		return n, true, nil // the common case: no symlink on the way
 	}
+	// The other common case, a path missing under a parent found as it is
+	// named and not a symlink: resolving it would give the same path, so
+	// it is missing.
+	if dir := path.Dir(p); dir != p && p == path.Clean(p) {
+		if d, ok := r.Index.Lookup(rel(dir)); ok {
+			if t, _ := d.Lstat(); t != Symlink {
+				return nil, false, nil
+			}
+		}
+	}
 	rp, err := render.Resolve(r, p)
 	if err != nil {
 		return nil, false, err
