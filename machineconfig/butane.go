@@ -32,12 +32,17 @@ type butaneHead struct {
 // .bu, or it is a YAML mapping with a top-level variant (a MachineConfig
 // has none).
 func IsButane(file string, data []byte) bool {
-	if strings.EqualFold(filepath.Ext(file), ButaneExt) {
+	if isButaneFile(file) {
 		return true
+	}
+	if _, variant, ok := jsonDocuments(data); ok && !variant {
+		return false // a JSON stream whose first object has no variant
 	}
 	var h butaneHead
 	return yaml.Unmarshal(data, &h) == nil && h.Variant != ""
 }
+
+func isButaneFile(file string) bool { return strings.EqualFold(filepath.Ext(file), ButaneExt) }
 
 // fromButane translates a Butane config of the openshift variant with
 // Butane's own library, as `butane` does (inline resources are compressed

@@ -194,13 +194,16 @@ func Parse(file string, data []byte) ([]*MachineConfig, error) {
 // Lists, and parses every MachineConfig found; a Butane config is
 // translated to its MachineConfig first.
 func parseStream(file string, data []byte) ([]*MachineConfig, error) {
-	if IsButane(file, data) {
-		var err error
-		if data, err = fromButane(file, data); err != nil {
-			return nil, err
+	docs, variant, ok := jsonDocuments(data)
+	var err error
+	if !ok || variant || isButaneFile(file) {
+		if IsButane(file, data) {
+			if data, err = fromButane(file, data); err != nil {
+				return nil, err
+			}
 		}
+		docs, err = Documents(data)
 	}
-	docs, err := Documents(data)
 	var mcs []*MachineConfig
 	var errs []error
 	for _, doc := range docs {
@@ -241,7 +244,19 @@ type Document struct {
 // and oc read manifests: mode: 0644 is 420). A syntax error ends the
 // stream: the documents before it are returned with the error, which
 // names the document.
+//
+// A stream that starts with "{" and is a sequence of JSON objects is read
+// as JSON, as kubectl and oc read it (jsonDocuments): the same documents,
+// without a YAML parser's cost.
 func Documents(data []byte) ([]Document, error) {
+	if docs, _, ok := jsonDocuments(data); ok {
+		return docs, nil
+	}
+	return yamlDocuments(data)
+}
+
+// yamlDocuments is Documents with a YAML parser, for any stream.
+func yamlDocuments(data []byte) ([]Document, error) {
 	dec := yamlv2.NewDecoder(bytes.NewReader(data))
 	var docs []Document
 	for i := 1; ; i++ {
@@ -266,6 +281,75 @@ func Documents(data []byte) ([]Document, error) {
 		}
 		docs = append(docs, Document{Index: i, JSON: js})
 	}
+}
+
+// jsonDocuments reads a stream that starts with "{" as a sequence of JSON
+// objects, one document each, the way Kubernetes' YAMLOrJSONDecoder reads
+// it (docs/design.md, The warm path). Each is converted to the JSON the
+// YAML reading makes of it: numbers become what YAML 1.1 resolves them to
+// (yamlNumbers), keys are sorted, and encoding/json writes both. It
+// reports false for anything else (not JSON, a scalar or array document,
+// a syntax error), and Documents reads the stream as YAML, which reads
+// every JSON object the same way: YAML is a superset of JSON. variant
+// tells whether the first object has a top-level "variant", as a Butane
+// config does.
+func jsonDocuments(data []byte) (docs []Document, variant, ok bool) {
+	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return nil, false, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	for i := 1; ; i++ {
+		var v any
+		err := dec.Decode(&v)
+		if errors.Is(err, io.EOF) {
+			return docs, variant, true
+		}
+		if err != nil {
+			return nil, false, false
+		}
+		obj, isObj := v.(map[string]any)
+		if !isObj {
+			return nil, false, false
+		}
+		if i == 1 {
+			_, variant = obj["variant"]
+		}
+		js, err := json.Marshal(yamlNumbers(obj))
+		if err != nil {
+			return nil, false, false
+		}
+		docs = append(docs, Document{Index: i, JSON: js})
+	}
+}
+
+// yamlNumbers replaces the numbers of a value decoded with UseNumber by
+// what yaml.v2 resolves the same plain scalars to: an int, a uint64 past
+// int64, a float64, or the string itself when it overflows a float64.
+func yamlNumbers(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, val := range t {
+			t[k] = yamlNumbers(val)
+		}
+	case []any:
+		for i, val := range t {
+			t[i] = yamlNumbers(val)
+		}
+	case json.Number:
+		s := string(t)
+		if i, err := strconv.ParseInt(s, 0, 64); err == nil {
+			return int(i)
+		}
+		if u, err := strconv.ParseUint(s, 0, 64); err == nil {
+			return u
+		}
+		if f, err := strconv.ParseFloat(s, 64); err == nil {
+			return f
+		}
+		return s
+	}
+	return v
 }
 
 // jsonable converts a value decoded by yaml.v2 to one encoding/json

@@ -1,0 +1,92 @@
+package machineconfig
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"gopkg.in/yaml.v3"
+)
+
+// jsonStreams are JSON inputs on the edges of the YAML reading: number
+// forms, escapes, duplicate keys, a merge key, streams of several objects.
+var jsonStreams = []string{
+	`{}`,
+	`{"a":1,"b":-0,"c":1.0,"d":-0.0,"e":1e3,"f":1E-3,"g":0.1,"h":12345678901234567890,"i":-9223372036854775809,"j":1e400,"k":9223372036854775807}`,
+	`{"s":"\"\\\b\f\n\r\t\u00e9\u0000\u003c&>", "t":true, "f":false, "n":null, "a":[], "o":{}}`,
+	`{"s":"a\/b"}`,
+	`{"a":1,"a":2}`,
+	`{"a":{"x":1},"a":[1]}`,
+	`{"<<":{"a":1},"b":2}`,
+	"{\"a\":1}\n{\"b\":2}\n",
+	"\r\n  {\r\n  \"kind\" : \"MachineConfig\" ,\r\n  \"spec\" : { \"config\" : { \"ignition\" : { \"version\" : \"3.5.0\" } } }\r\n}\r\n",
+	`{"yes":"no","on":"off","~":"null","0644":0644}`,
+	`{"mode":420,"modes":[0,1,-1,0.5]}`,
+	`{"variant":"openshift","version":"4.19.0"}`,
+	`{"a":"` + string(make([]byte, 0)) + `"}`,
+	`{"k":"\ud83d\ude00"}`,
+	`[{"a":1}]`,
+	`{"a":1} [1]`,
+	`{"a":1} ---`,
+}
+
+// TestJSONDocumentsAsYAML checks that whatever the JSON reading reads, the
+// YAML reading reads the same (or refuses, where only Kubernetes' JSON
+// reading accepts: surrogate escapes, say), for the edge cases above and
+// for every rendered MachineConfig in testdata.
+func TestJSONDocumentsAsYAML(t *testing.T) {
+	inputs := append([]string(nil), jsonStreams...)
+	files, err := filepath.Glob(filepath.Join("..", "testdata", "machineconfigs", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no fixtures: %v", err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inputs = append(inputs, string(b))
+	}
+	read := 0
+	for _, in := range inputs {
+		if checkJSONAsYAML(t, []byte(in)) {
+			read++
+		}
+	}
+	if read < len(files)+8 {
+		t.Fatalf("the JSON reading read %d of %d inputs; want at least %d", read, len(inputs), len(files)+8)
+	}
+}
+
+// checkJSONAsYAML compares both readings of data and reports whether the
+// JSON one read it.
+func checkJSONAsYAML(t *testing.T, data []byte) bool {
+	t.Helper()
+	docs, variant, ok := jsonDocuments(data)
+	if !ok {
+		return false
+	}
+	want, err := yamlDocuments(data)
+	if err == nil && !slices.EqualFunc(want, docs, func(a, b Document) bool { return a.Index == b.Index && bytes.Equal(a.JSON, b.JSON) }) {
+		if diff := cmp.Diff(want, docs); diff != "" {
+			t.Fatalf("%.60q: the JSON and YAML readings differ (-yaml +json):\n%s", data, diff)
+		}
+	}
+	var h butaneHead
+	if !variant && yaml.Unmarshal(data, &h) == nil && h.Variant != "" {
+		t.Fatalf("%.60q: no variant read as JSON, variant %q read as YAML", data, h.Variant)
+	}
+	return true
+}
+
+// FuzzJSONDocuments checks checkJSONAsYAML on arbitrary bytes.
+func FuzzJSONDocuments(f *testing.F) {
+	for _, s := range jsonStreams {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte(mcJSON("00-a", ign("3.5.0", `"storage":{"files":[{"path":"/etc/a","mode":420,"contents":{"source":"data:,a"}}]}`))))
+	f.Fuzz(func(t *testing.T, data []byte) { checkJSONAsYAML(t, data) })
+}
