@@ -18,9 +18,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	yamlv2 "go.yaml.in/yaml/v2"
 )
@@ -43,19 +45,53 @@ func Load(paths []string, stdin io.Reader) ([]*MachineConfig, error) {
 // LoadForPool is Load for the MachineConfigPool pool ("" = inferred from
 // the role labels): the MachineConfigs are those ForPool returns.
 func LoadForPool(paths []string, stdin io.Reader, pool string) ([]*MachineConfig, error) {
+	return LoadWith(paths, stdin, LoadOptions{Pool: pool})
+}
+
+// LoadOptions configure LoadWith.
+type LoadOptions struct {
+	// Pool is the MachineConfigPool ("" = inferred, as LoadForPool infers
+	// it).
+	Pool string
+	// CacheDir, when set, is a directory where loading remembers, by
+	// digest, the Ignition configs that Ignition's parser accepted with
+	// nothing to report, and decodes them without validating them again
+	// the next time (under CacheDir/ignition). Failing to write there
+	// only costs time.
+	CacheDir string
+}
+
+// LoadWith is Load with options. The files are parsed in parallel.
+func LoadWith(paths []string, stdin io.Reader, o LoadOptions) ([]*MachineConfig, error) {
 	srcs, err := ReadInputs(paths, stdin)
 	if err != nil {
 		return nil, err
 	}
+	cache := newValidCache(o.CacheDir)
+	type parsed struct {
+		mcs []*MachineConfig
+		err error
+	}
+	results := make([]parsed, len(srcs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for i, src := range srcs {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			results[i].mcs, results[i].err = parseStream(src.Name, src.Data, cache)
+		})
+	}
+	wg.Wait()
 	var mcs []*MachineConfig
 	var errs []error
-	for _, src := range srcs {
-		got, err := parseStream(src.Name, src.Data)
-		mcs = append(mcs, got...)
-		if err != nil {
-			errs = append(errs, err)
+	for _, r := range results {
+		mcs = append(mcs, r.mcs...)
+		if r.err != nil {
+			errs = append(errs, r.err)
 		}
 	}
+	pool := o.Pool
 	if err := CheckDuplicateNames(mcs); err != nil {
 		errs = append(errs, err)
 	}
@@ -187,13 +223,13 @@ func readSource(name string, stdin io.Reader) (_ Input, err error) {
 // in stream order, including those with refusals, and every problem found
 // (joined). Unlike Load it neither sorts nor checks names for duplicates.
 func Parse(file string, data []byte) ([]*MachineConfig, error) {
-	return parseStream(file, data)
+	return parseStream(file, data, validCache{})
 }
 
 // parseStream decodes a YAML/JSON stream document by document, expands
 // Lists, and parses every MachineConfig found; a Butane config is
 // translated to its MachineConfig first.
-func parseStream(file string, data []byte) ([]*MachineConfig, error) {
+func parseStream(file string, data []byte, cache validCache) ([]*MachineConfig, error) {
 	docs, variant, ok := jsonDocuments(data)
 	var err error
 	if !ok || variant || isButaneFile(file) {
@@ -213,7 +249,7 @@ func parseStream(file string, data []byte) ([]*MachineConfig, error) {
 			continue
 		}
 		for _, obj := range objs {
-			mc, err := parseObject(file, obj)
+			mc, err := parseObject(file, obj, cache)
 			if mc != nil {
 				mcs = append(mcs, mc)
 			}

@@ -106,7 +106,7 @@ func (e *FieldError) Error() string {
 // parseObject parses one MachineConfig object. It returns the
 // MachineConfig (when its Ignition config parsed) together with every
 // refusal found in it.
-func parseObject(file string, raw json.RawMessage) (*MachineConfig, error) {
+func parseObject(file string, raw json.RawMessage, cache validCache) (*MachineConfig, error) {
 	var obj object
 	if err := json.Unmarshal(raw, &obj); err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
@@ -123,7 +123,7 @@ func parseObject(file string, raw json.RawMessage) (*MachineConfig, error) {
 	}
 	mc := &MachineConfig{File: file, Name: name, Labels: obj.Metadata.Labels, Annotations: obj.Metadata.Annotations,
 		Digest: digest.FromBytes(raw), Spec: obj.Spec}
-	cfg, fields, err := parseIgnition(obj.Spec.Config)
+	cfg, fields, err := parseIgnition(obj.Spec.Config, cache)
 	if err != nil {
 		return nil, withContext(err, file, name, nil)
 	}
@@ -153,11 +153,17 @@ func orUnnamed(name string) string {
 // to 3.5, and converts a spec 2 config as the MCO does (parseIgnition2).
 // An absent config is an empty 3.5 config. fields maps JSON paths of the
 // result to those of the config as written, when they differ.
-func parseIgnition(raw json.RawMessage) (types.Config, map[string]string, error) {
+func parseIgnition(raw json.RawMessage, cache validCache) (types.Config, map[string]string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return types.Config{Ignition: types.Ignition{Version: types.MaxVersion.String()}}, nil, nil
 	}
+	if cfg, ok := cache.lookup(raw); ok {
+		return cfg, nil, nil
+	}
 	cfg, rpt, err := v35.ParseCompatibleVersion(raw)
+	if err == nil && len(rpt.Entries) == 0 {
+		cache.store(raw)
+	}
 	if errors.Is(err, igerrors.ErrUnknownVersion) {
 		if cfg, fields, ok, err2 := parseIgnition2(raw); ok {
 			return cfg, fields, err2

@@ -65,7 +65,7 @@ containers-storage:NAME or docker://REF.`,
 			if opts.Timestamp, err = buildTime(timestamp); err != nil {
 				return err
 			}
-			if opts.MachineConfigs, err = cli.LoadMachineConfigs(cmd, files); err != nil {
+			if opts.MachineConfigs, err = cli.LoadMachineConfigs(cmd, files, cacheDir); err != nil {
 				return err
 			}
 			if opts.Labels, err = keyValues("--label", labels); err != nil {

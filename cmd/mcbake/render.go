@@ -36,7 +36,7 @@ parent symlinks are followed.`,
 				defer func() { err = errors.Join(err, d.Close()) }()
 				r = d
 			}
-			mcs, err := cli.LoadMachineConfigs(cmd, files)
+			mcs, err := cli.LoadMachineConfigs(cmd, files, "")
 			if err != nil {
 				return err
 			}

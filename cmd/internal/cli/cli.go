@@ -90,6 +90,8 @@ func Pool(cmd *cobra.Command) string {
 
 // LoadMachineConfigs loads the MachineConfigs the files name for the pool
 // --pool names (see machineconfig.LoadForPool).
-func LoadMachineConfigs(cmd *cobra.Command, files []string) ([]*machineconfig.MachineConfig, error) {
-	return machineconfig.LoadForPool(files, cmd.InOrStdin(), Pool(cmd))
+// cacheDir, when set, is mcbake's cache directory: Ignition configs that
+// parsed cleanly are remembered there (machineconfig.LoadOptions).
+func LoadMachineConfigs(cmd *cobra.Command, files []string, cacheDir string) ([]*machineconfig.MachineConfig, error) {
+	return machineconfig.LoadWith(files, cmd.InOrStdin(), machineconfig.LoadOptions{Pool: Pool(cmd), CacheDir: cacheDir})
 }

@@ -58,7 +58,7 @@ deployment. A second run writes nothing.`,
 			if err := checkFormat(format); err != nil {
 				return err
 			}
-			mcs, err := LoadMachineConfigs(cmd, files)
+			mcs, err := LoadMachineConfigs(cmd, files, "")
 			if err != nil {
 				return err
 			}

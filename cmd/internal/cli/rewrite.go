@@ -21,7 +21,7 @@ type nodeInputs struct {
 // openNode loads the MachineConfigs and opens the node's root directory.
 // The caller closes the root.
 func openNode(cmd *cobra.Command, files []string, dir string) (*nodeInputs, error) {
-	mcs, err := LoadMachineConfigs(cmd, files)
+	mcs, err := LoadMachineConfigs(cmd, files, "")
 	if err != nil {
 		return nil, err
 	}
