@@ -30,6 +30,11 @@ type Options struct {
 	// directory for RenderOnly).
 	Base, Output   string
 	MachineConfigs []*machineconfig.MachineConfig
+	// LoadMachineConfigs, when set, loads the MachineConfigs (replacing
+	// MachineConfigs) while the base is opened: on a warm build the two
+	// take about as long, and neither needs the other. Its error wins
+	// over the base's, and cancels the opening.
+	LoadMachineConfigs func() ([]*machineconfig.MachineConfig, error)
 	// Compression of the new layer: Gzip (default) or Zstd.
 	Compression string
 	// Timestamp is the mtime of every entry of the new layer and the
@@ -130,7 +135,7 @@ func RenderOnly(ctx context.Context, opts Options) (*Prepared, error) {
 // prepareClosed opens and indexes the base, prepares the build and closes
 // the base again.
 func prepareClosed(ctx context.Context, opts Options) (p *Prepared, err error) {
-	b, err := image.OpenBase(ctx, opts.Base, opts.baseOptions())
+	b, err := openBase(ctx, &opts)
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +168,7 @@ func Image(ctx context.Context, opts Options) (_ *Result, err error) {
 	if len(opts.Platforms) > 0 {
 		return imageIndex(ctx, opts)
 	}
-	b, err := image.OpenBase(ctx, opts.Base, opts.baseOptions())
+	b, err := openBase(ctx, &opts)
 	if err != nil {
 		return nil, err
 	}
@@ -182,6 +187,50 @@ func Image(ctx context.Context, opts Options) (_ *Result, err error) {
 		return nil, err // Append names the destination
 	}
 	return &Result{Digest: dgst, Manifest: p.Manifest, ManifestDigest: digest.FromBytes(p.ManifestJSON)}, nil
+}
+
+// openBase opens opts.Base while opts.LoadMachineConfigs, when set, loads
+// opts.MachineConfigs (docs/design.md, The warm path). A loading error
+// cancels the opening and is the one returned.
+func openBase(ctx context.Context, opts *Options) (*image.Base, error) {
+	load := opts.LoadMachineConfigs
+	if load == nil {
+		return image.OpenBase(ctx, opts.Base, opts.baseOptions())
+	}
+	opts.LoadMachineConfigs = nil
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var mcs []*machineconfig.MachineConfig
+	var loadErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if mcs, loadErr = load(); loadErr != nil {
+			cancel(loadErr)
+		}
+	}()
+	b, err := image.OpenBase(ctx, opts.Base, opts.baseOptions())
+	<-done
+	opts.MachineConfigs = mcs
+	if loadErr != nil {
+		if b != nil {
+			loadErr = errors.Join(loadErr, b.Close())
+		}
+		return nil, loadErr
+	}
+	return b, err
+}
+
+// loadMachineConfigs runs opts.LoadMachineConfigs, when set, before a
+// build that opens its base more than once.
+func (o *Options) loadMachineConfigs() error {
+	if o.LoadMachineConfigs == nil {
+		return nil
+	}
+	var err error
+	o.MachineConfigs, err = o.LoadMachineConfigs()
+	o.LoadMachineConfigs = nil
+	return err
 }
 
 // prepareAppend prepares the build on b and writes its new layer into

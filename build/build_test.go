@@ -930,3 +930,44 @@ func buildahBuild(ctx context.Context, opts build.Options, appendFile string) (*
 	opts.Engine, opts.ContainerfileAppend = buildah.Engine{}, appendFile
 	return build.Run(ctx, opts)
 }
+
+// TestLoadMachineConfigsWhileOpening checks Options.LoadMachineConfigs: the
+// build is the one MachineConfigs given directly make, and a loading
+// error is the one returned, whatever the base, with nothing written.
+func TestLoadMachineConfigsWhileOpening(t *testing.T) {
+	e := newEnv(t)
+	base := e.writeBase(t)
+	mcs := parityMC(t, "")
+	direct := filepath.Join(e.dir, "direct")
+	want, err := build.Run(context.Background(), e.options(base, "oci:"+direct+":x", mcs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded := filepath.Join(e.dir, "loaded")
+	opts := e.options(base, "oci:"+loaded+":x", nil)
+	opts.LoadMachineConfigs = func() ([]*machineconfig.MachineConfig, error) { return mcs, nil }
+	got, err := build.Run(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Digest != want.Digest {
+		t.Errorf("loading while opening built %s, given MachineConfigs %s", got.Digest, want.Digest)
+	}
+
+	errLoad := errors.New("mc.yaml: 00-x: spec.config: broken")
+	for _, b := range []string{base, "oci:" + filepath.Join(e.dir, "absent") + ":x"} {
+		out := filepath.Join(e.dir, "failed")
+		opts := e.options(b, "oci:"+out+":x", nil)
+		opts.LoadMachineConfigs = func() ([]*machineconfig.MachineConfig, error) { return nil, errLoad }
+		if _, err := build.Run(context.Background(), opts); !errors.Is(err, errLoad) || err.Error() != errLoad.Error() {
+			t.Errorf("base %s: Run() = %v, want only the loading error", b, err)
+		}
+		if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("base %s: a failed load left %s (%v)", b, out, err)
+		}
+		opts.Output = filepath.Join(e.dir, "render-only")
+		if _, err := build.RenderOnly(context.Background(), opts); !errors.Is(err, errLoad) {
+			t.Errorf("base %s: RenderOnly() = %v, want the loading error", b, err)
+		}
+	}
+}

@@ -22,6 +22,9 @@ const AllPlatforms = "all"
 // index. Each platform's base is opened and indexed on its own, and stays
 // open until the index is written.
 func imageIndex(ctx context.Context, opts Options) (_ *Result, err error) {
+	if err := opts.loadMachineConfigs(); err != nil {
+		return nil, err
+	}
 	platforms, err := opts.platforms(ctx)
 	if err != nil {
 		return nil, err

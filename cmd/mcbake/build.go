@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcbake/mcbake/machineconfig"
+
 	"github.com/spf13/cobra"
 
 	"github.com/mcbake/mcbake/build"
@@ -65,8 +67,8 @@ containers-storage:NAME or docker://REF.`,
 			if opts.Timestamp, err = buildTime(timestamp); err != nil {
 				return err
 			}
-			if opts.MachineConfigs, err = cli.LoadMachineConfigs(cmd, files, cacheDir); err != nil {
-				return err
+			opts.LoadMachineConfigs = func() ([]*machineconfig.MachineConfig, error) {
+				return cli.LoadMachineConfigs(cmd, files, cacheDir)
 			}
 			if opts.Labels, err = keyValues("--label", labels); err != nil {
 				return err
