@@ -15,7 +15,7 @@ import (
 )
 
 // Floor is the heap a command may grow to before its first collection.
-const Floor = 64 << 20
+const Floor = 32 << 20
 
 var (
 	mu       sync.Mutex
