@@ -18,11 +18,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 
 	yamlv2 "go.yaml.in/yaml/v2"
 )
@@ -61,43 +59,28 @@ type LoadOptions struct {
 	CacheDir string
 }
 
-// LoadWith is Load with options. The files are parsed in parallel.
+// LoadWith is Load with options.
 func LoadWith(paths []string, stdin io.Reader, o LoadOptions) ([]*MachineConfig, error) {
 	srcs, err := ReadInputs(paths, stdin)
 	if err != nil {
 		return nil, err
 	}
 	cache := newValidCache(o.CacheDir)
-	type parsed struct {
-		mcs []*MachineConfig
-		err error
-	}
-	results := make([]parsed, len(srcs))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	for i, src := range srcs {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			results[i].mcs, results[i].err = parseStream(src.Name, src.Data, cache)
-		})
-	}
-	wg.Wait()
 	var mcs []*MachineConfig
 	var errs []error
-	for _, r := range results {
-		mcs = append(mcs, r.mcs...)
-		if r.err != nil {
-			errs = append(errs, r.err)
+	for _, src := range srcs {
+		got, err := parseStream(src.Name, src.Data, cache)
+		mcs = append(mcs, got...)
+		if err != nil {
+			errs = append(errs, err)
 		}
 	}
-	pool := o.Pool
 	if err := CheckDuplicateNames(mcs); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
 		var err error
-		if mcs, err = ForPool(mcs, pool); err != nil {
+		if mcs, err = ForPool(mcs, o.Pool); err != nil {
 			return nil, err
 		}
 		errs = append(errs, CheckMerge(mcs))

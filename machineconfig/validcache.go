@@ -4,10 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"sync"
 
@@ -18,18 +17,21 @@ import (
 // validCache remembers, by digest, the Ignition configs that Ignition's
 // parser accepted with nothing to report (docs/design.md, The warm path).
 // A config found there is decoded as Ignition's parser decodes it, without
-// validating it again: validation is most of a warm build's loading time.
+// validating it again: validation was the largest part of a warm build's
+// loading time.
 // Only spec 3.5 configs are remembered, the ones the parser decodes
 // without translating them. The key covers the Ignition module's version
-// and checksum, so another parser never trusts this one's verdict. Its
-// zero value remembers nothing.
+// and checksum and the Go release (its encoding/json decodes), so another
+// parser never trusts this one's verdict. Its zero value remembers
+// nothing.
 type validCache struct{ dir string }
 
 // validCacheSchema names the key's layout; change it when the key changes.
 const validCacheSchema = "mcbake-ignition-valid-v1"
 
-// ignitionModule is the Ignition module's version and checksum, or "" when
-// the binary does not record them (then nothing is cached).
+// ignitionModule is the Ignition module's version and checksum and the Go
+// release, or "" when the binary does not record the module (then nothing
+// is cached).
 var ignitionModule = sync.OnceValue(func() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
@@ -43,7 +45,7 @@ var ignitionModule = sync.OnceValue(func() string {
 			if d.Version == "" || d.Version == "(devel)" || d.Sum == "" {
 				return ""
 			}
-			return d.Version + " " + d.Sum
+			return d.Version + " " + d.Sum + " " + runtime.Version()
 		}
 	}
 	return ""
@@ -92,11 +94,7 @@ func (c validCache) store(raw []byte) {
 	if err := os.MkdirAll(c.dir, 0o755); err != nil {
 		return
 	}
-	w, err := os.OpenFile(f, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil && !errors.Is(err, fs.ErrExist) {
-		return
-	}
-	if w != nil {
+	if w, err := os.OpenFile(f, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644); err == nil {
 		_ = w.Close()
 	}
 }
