@@ -90,6 +90,18 @@ func Render(m *machineconfig.Merged, root Root) (*Result, error) {
 	r := &renderer{m: m, root: root, hasRoot: hasRoot,
 		index:   map[string]int{},
 		storage: map[string]machineconfig.Source{}}
+	// The current config, the merged config as the MCD encodes it, is
+	// the largest single encoding and reads only m: it is made while the
+	// rest renders (docs/design.md, The warm path).
+	type encoded struct {
+		b   []byte
+		err error
+	}
+	current := make(chan encoded, 1)
+	go func() {
+		b, err := m.JSON()
+		current <- encoded{b, err}
+	}()
 	var err error
 	if r.owners, err = newOwners(root); err != nil {
 		return nil, err
@@ -99,7 +111,8 @@ func Render(m *machineconfig.Merged, root Root) (*Result, error) {
 	r.storageLinks()
 	r.units()
 	r.sshKeys()
-	r.currentConfig()
+	cur := <-current
+	r.currentConfig(cur.b, cur.err)
 	if err := r.owners.err(); err != nil {
 		r.errs = append(r.errs, err)
 	}
@@ -290,8 +303,7 @@ func (r *renderer) sshKeys() {
 	r.addFile(SSHKeysFile, []byte(b.String()), 0o600, uid, gid, src)
 }
 
-func (r *renderer) currentConfig() {
-	b, err := r.m.JSON()
+func (r *renderer) currentConfig(b []byte, err error) {
 	if err != nil {
 		r.errs = append(r.errs, err)
 		return

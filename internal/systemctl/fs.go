@@ -125,14 +125,15 @@ func splitPath(p string) []string {
 func (f *FS) walk(p string, nofollow, nonexistent bool) (real string, n, parent *node, errno int) {
 	todo := splitPath(p)
 	stack := []*node{f.nodes["/"]}
-	names := []string{}
+	// paths[i] is the path of stack[i+1]: the components walked so far.
+	var paths []string
 	follows := 0
 	for len(todo) > 0 {
 		c := todo[0]
 		todo = todo[1:]
 		if c == ".." {
-			if len(names) > 0 {
-				names, stack = names[:len(names)-1], stack[:len(stack)-1]
+			if len(paths) > 0 {
+				paths, stack = paths[:len(paths)-1], stack[:len(stack)-1]
 			}
 			continue
 		}
@@ -140,7 +141,10 @@ func (f *FS) walk(p string, nofollow, nonexistent bool) (real string, n, parent 
 		if cur.Kind != Dir {
 			return "", nil, nil, -eNOTDIR
 		}
-		next := "/" + strings.Join(append(names, c), "/")
+		next := "/" + c
+		if len(paths) > 0 {
+			next = paths[len(paths)-1] + next
+		}
 		nd := f.get(next, cur)
 		if nd == nil {
 			if len(todo) == 0 {
@@ -159,19 +163,19 @@ func (f *FS) walk(p string, nofollow, nonexistent bool) (real string, n, parent 
 				return "", nil, nil, -eINVAL
 			}
 			if strings.HasPrefix(nd.Target, "/") {
-				names, stack = names[:0], stack[:1]
+				paths, stack = paths[:0], stack[:1]
 			}
 			todo = append(splitPath(nd.Target), todo...)
 			// splitPath drops "." but keeps "..", as the kernel does.
 			continue
 		}
-		names = append(names, c)
+		paths = append(paths, next)
 		stack = append(stack, nd)
 	}
-	if len(names) == 0 {
+	if len(paths) == 0 {
 		return "/", stack[0], stack[0], 0
 	}
-	return "/" + strings.Join(names, "/"), stack[len(stack)-1], stack[len(stack)-2], 0
+	return paths[len(paths)-1], stack[len(stack)-1], stack[len(stack)-2], 0
 }
 
 func hasDotDot(parts []string) bool {
