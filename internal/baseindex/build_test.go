@@ -422,6 +422,7 @@ func TestResolve(t *testing.T) {
 			symlink("self", "."),
 			symlink("var/usrlocal/lib", "/usr/lib64"),
 			symlink("usr/lib64/dot", "./x/../"),
+			file("usr/lexical", "lexical"), file("var/lexical", "resolved"),
 		},
 		[]ent{
 			symlink("obj/1", "/var/roothome"),
@@ -469,6 +470,28 @@ func TestResolve(t *testing.T) {
 		}
 		if err != nil || got != tt.want {
 			t.Errorf("Resolve(%q) = %q, %v, want %q", tt.in, got, err, tt.want)
+		}
+	}
+	// Lstat resolves the same way: ".." after a symlink climbs from its
+	// target, not lexically; a path missing under a real directory is
+	// missing.
+	for _, tt := range []struct {
+		in   string
+		want string // the entry's path; "" for none
+	}{
+		{"/usr/local/../lexical", "/usr/local/../lexical"}, // var/lexical, named as asked
+		{"/usr/lexical", "/usr/lexical"},
+		{"/usr/local/bin/absent", ""},
+		{"/var/absent", ""},
+		{"/etc/missing/x", ""},
+	} {
+		e, ok, err := baseindex.Root{Index: ix}.Lstat(tt.in)
+		if err != nil || ok != (tt.want != "") {
+			t.Errorf("Lstat(%q) = %+v, %v, %v; want found %v", tt.in, e, ok, err, tt.want != "")
+			continue
+		}
+		if ok && e.Size != int64(len("resolved")) && tt.in != "/usr/lexical" {
+			t.Errorf("Lstat(%q) found the lexical path (size %d), want var/lexical's", tt.in, e.Size)
 		}
 	}
 }

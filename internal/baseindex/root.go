@@ -58,16 +58,20 @@ func (r Root) Lstat(p string) (manifest.Entry, bool, error) {
 
 // node finds p's node with p's parents resolved.
 func (r Root) node(p string) (*Node, bool, error) {
-	if n, ok := r.Index.Lookup(rel(p)); ok {
-		return n, true, nil // the common case: no symlink on the way
-	}
-	// The other common case, a path missing under a parent found as it is
-	// named and not a symlink: resolving it would give the same path, so
-	// it is missing.
-	if dir := path.Dir(p); dir != p && p == path.Clean(p) {
-		if d, ok := r.Index.Lookup(rel(dir)); ok {
-			if t, _ := d.Lstat(); t != Symlink {
-				return nil, false, nil
+	// Two common cases need no resolving, for a clean path (Lookup would
+	// drop a ".." lexically, before the symlink it follows): no symlink on
+	// the way, as every ancestor of an indexed node is a real directory;
+	// and a path missing under a parent found as it is named and not a
+	// symlink, as resolving it gives the same path.
+	if p == path.Clean(p) {
+		if n, ok := r.Index.Lookup(rel(p)); ok {
+			return n, true, nil
+		}
+		if dir := path.Dir(p); dir != p {
+			if d, ok := r.Index.Lookup(rel(dir)); ok {
+				if t, _ := d.Lstat(); t != Symlink {
+					return nil, false, nil
+				}
 			}
 		}
 	}
