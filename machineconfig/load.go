@@ -313,7 +313,7 @@ func yamlDocuments(data []byte) ([]Document, error) {
 // tells whether the first object has a top-level "variant", as a Butane
 // config does.
 func jsonDocuments(data []byte) (docs []Document, variant, ok bool) {
-	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) == 0 || t[0] != '{' || !plainJSON(data) {
 		return nil, false, false
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -340,6 +340,28 @@ func jsonDocuments(data []byte) (docs []Document, variant, ok bool) {
 		}
 		docs = append(docs, Document{Index: i, JSON: js})
 	}
+}
+
+// plainJSON reports whether data holds only printable ASCII, tabs and line
+// ends, and no \u escape of a UTF-16 surrogate. Such JSON means the same
+// to any reader; the YAML reading folds raw NEL, U+2028 and U+2029 in
+// quoted strings and refuses invalid UTF-8, other control characters and
+// surrogate escapes, which JSON keeps, replaces or combines, so input with
+// them goes to the YAML reading, as before.
+func plainJSON(data []byte) bool {
+	for i, c := range data {
+		switch {
+		case c >= 0x20 && c < 0x7f:
+			if c == '\\' && i+3 < len(data) && data[i+1] == 'u' && data[i+2]|0x20 == 'd' &&
+				strings.IndexByte("89abcdefABCDEF", data[i+3]) >= 0 {
+				return false
+			}
+		case c == '\t' || c == '\n' || c == '\r':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // yamlNumbers replaces the numbers of a value decoded with UseNumber by
