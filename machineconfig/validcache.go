@@ -4,10 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/coreos/ignition/v2/config/util"
@@ -20,35 +23,36 @@ import (
 // validating it again: validation was the largest part of a warm build's
 // loading time.
 // Only spec 3.5 configs are remembered, the ones the parser decodes
-// without translating them. The key covers the Ignition module's version
-// and checksum and the Go release (its encoding/json decodes), so another
-// parser never trusts this one's verdict. Its zero value remembers
-// nothing.
+// without translating them. The key covers every module of the binary
+// and the Go release (ignitionModule), so another parser never trusts
+// this one's verdict. Its zero value remembers nothing.
 type validCache struct{ dir string }
 
 // validCacheSchema names the key's layout; change it when the key changes.
 const validCacheSchema = "mcbake-ignition-valid-v1"
 
-// ignitionModule is the Ignition module's version and checksum and the Go
-// release, or "" when the binary does not record the module (then nothing
-// is cached).
+// ignitionModule names the parser whose verdicts the cache holds: the
+// binary's every module (Ignition's validation runs code of go-systemd,
+// dataurl, vcontext and more, which a go.mod can move without moving
+// Ignition), with versions, checksums and replacements, and the Go
+// release. It is "" when the binary does not record Ignition's module
+// (then nothing is cached).
 var ignitionModule = sync.OnceValue(func() string {
 	bi, ok := debug.ReadBuildInfo()
-	if !ok {
+	if !ok || !slices.ContainsFunc(bi.Deps, func(d *debug.Module) bool {
+		return d.Path == "github.com/coreos/ignition/v2" && d.Sum != ""
+	}) {
 		return ""
 	}
+	var b strings.Builder
+	b.WriteString(runtime.Version())
 	for _, d := range bi.Deps {
-		if d.Path == "github.com/coreos/ignition/v2" {
-			if d.Replace != nil {
-				d = d.Replace
-			}
-			if d.Version == "" || d.Version == "(devel)" || d.Sum == "" {
-				return ""
-			}
-			return d.Version + " " + d.Sum + " " + runtime.Version()
+		fmt.Fprintf(&b, "\n%s %s %s", d.Path, d.Version, d.Sum)
+		if r := d.Replace; r != nil {
+			fmt.Fprintf(&b, " => %s %s %s", r.Path, r.Version, r.Sum)
 		}
 	}
-	return ""
+	return b.String()
 })
 
 func newValidCache(dir string) validCache {
