@@ -103,7 +103,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		}
 		return Image(ctx, opts)
 	}
-	p, err := prepareClosed(ctx, opts)
+	p, err := prepareClosed(ctx, &opts)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +122,7 @@ func RenderOnly(ctx context.Context, opts Options) (*Prepared, error) {
 	if len(opts.Platforms) > 0 {
 		return nil, ErrIndexNeedsAppend
 	}
-	p, err := prepareClosed(ctx, opts)
+	p, err := prepareClosed(ctx, &opts)
 	if err != nil {
 		return nil, err
 	}
@@ -133,14 +133,15 @@ func RenderOnly(ctx context.Context, opts Options) (*Prepared, error) {
 }
 
 // prepareClosed opens and indexes the base, prepares the build and closes
-// the base again.
-func prepareClosed(ctx context.Context, opts Options) (p *Prepared, err error) {
-	b, err := openBase(ctx, &opts)
+// the base again. opts.MachineConfigs are the loaded ones afterwards, for
+// an engine.
+func prepareClosed(ctx context.Context, opts *Options) (p *Prepared, err error) {
+	b, err := openBase(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, b.Close()) }()
-	return Prepare(b, opts)
+	return Prepare(b, *opts)
 }
 
 // Result describes a built image.

@@ -954,6 +954,18 @@ func TestLoadMachineConfigsWhileOpening(t *testing.T) {
 		t.Errorf("loading while opening built %s, given MachineConfigs %s", got.Digest, want.Digest)
 	}
 
+	// An engine is given the loaded MachineConfigs.
+	var eng recordingEngine
+	opts = e.options(base, "oci:"+filepath.Join(e.dir, "engine")+":x", nil)
+	opts.LoadMachineConfigs = func() ([]*machineconfig.MachineConfig, error) { return mcs, nil }
+	opts.Engine = &eng
+	if _, err := build.Run(context.Background(), opts); err != nil {
+		t.Fatal(err)
+	}
+	if len(eng.opts.MachineConfigs) != len(mcs) || eng.opts.LoadMachineConfigs != nil {
+		t.Errorf("the engine got %d MachineConfigs (loader still set: %v), want %d", len(eng.opts.MachineConfigs), eng.opts.LoadMachineConfigs != nil, len(mcs))
+	}
+
 	errLoad := errors.New("mc.yaml: 00-x: spec.config: broken")
 	for _, b := range []string{base, "oci:" + filepath.Join(e.dir, "absent") + ":x"} {
 		out := filepath.Join(e.dir, "failed")
@@ -970,4 +982,12 @@ func TestLoadMachineConfigsWhileOpening(t *testing.T) {
 			t.Errorf("base %s: RenderOnly() = %v, want the loading error", b, err)
 		}
 	}
+}
+
+// recordingEngine records the options it is given and builds nothing.
+type recordingEngine struct{ opts build.Options }
+
+func (r *recordingEngine) Build(_ context.Context, p *build.Prepared, opts build.Options) (digest.Digest, error) {
+	r.opts = opts
+	return digest.FromBytes(p.ManifestJSON), nil
 }
