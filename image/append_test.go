@@ -636,8 +636,9 @@ func TestAppendConcurrentWritersLoseNoTag(t *testing.T) {
 // TestAppendDirectIsCopyImage checks that the direct write into an OCI
 // layout leaves what copy.Image leaves: the same index.json, oci-layout
 // and blobs, byte for byte, and the same blobs reported written and
-// skipped, into a new layout, a layout with another tag, and over the
-// same tag. The direct path is the one taken: it opens no blob-info cache.
+// skipped, into a new layout, a layout with another tag, over the same
+// tag, and with a new layer that is a base layer again. The direct path
+// is the one taken: it opens no blob-info cache.
 func TestAppendDirectIsCopyImage(t *testing.T) {
 	c := newAppendCase(t)
 	other := newImage(t, "amd64", "", false, []testLayer{gzipLayer(t, map[string]string{"x": "y"})})
@@ -656,6 +657,12 @@ func TestAppendDirectIsCopyImage(t *testing.T) {
 		}
 		tr := &Transfer{}
 		ao := c.ao
+		if name == "duplicate" { // the new layer is the base's top layer again
+			top := c.ti.layers[len(c.ti.layers)-1]
+			ao.Layer.Path = filepath.Join(c.dir, "top.tar.gz")
+			writeFile(t, ao.Layer.Path, top.blob)
+			ao.Layer.Digest, ao.Layer.DiffID, ao.Layer.Size = top.digest, top.diffID, int64(len(top.blob))
+		}
 		ao.Progress = tr.Add
 		if _, err := Append(context.Background(), c.base, "oci:"+dir+":new", ao, opts); err != nil {
 			t.Fatalf("Append(direct=%v) into %s: %v", direct, name, err)
@@ -666,7 +673,7 @@ func TestAppendDirectIsCopyImage(t *testing.T) {
 		}
 		return dir, tr
 	}
-	for _, name := range []string{"fresh", "other", "retag"} {
+	for _, name := range []string{"fresh", "other", "retag", "duplicate"} {
 		want, wantTr := layout(false, name)
 		got, gotTr := layout(true, name)
 		if diff := cmp.Diff(treeBytes(t, want), treeBytes(t, got)); diff != "" {

@@ -52,14 +52,11 @@ func (s *ociStaging) writeDirect(ctx context.Context, src *appendSource, progres
 			progress(p)
 		}
 	}
+	staged := false // the new layer is a base layer too: staged already
 	for _, d := range src.base.descs {
 		report(BlobProgress{Digest: d.Digest, Size: d.Size, Done: true, Skipped: true})
+		staged = staged || d.Digest == src.layer.Digest
 	}
-	f, err := os.Open(src.layer.Path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
 	put := func(r io.Reader, d digest.Digest, size int64) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -72,8 +69,17 @@ func (s *ociStaging) writeDirect(ctx context.Context, src *appendSource, progres
 		report(BlobProgress{Digest: d, Size: size, Written: size, Done: true})
 		return nil
 	}
-	if err := put(f, src.layer.Digest, src.layer.Size); err != nil {
-		return err
+	if staged {
+		report(BlobProgress{Digest: src.layer.Digest, Size: src.layer.Size, Done: true, Skipped: true})
+	} else {
+		f, err := os.Open(src.layer.Path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := put(f, src.layer.Digest, src.layer.Size); err != nil {
+			return err
+		}
 	}
 	if err := put(bytes.NewReader(src.config), src.configDigest, int64(len(src.config))); err != nil {
 		return err
