@@ -141,10 +141,11 @@ func (f *FS) walk(p string, nofollow, nonexistent bool) (real string, n, parent 
 		if cur.Kind != Dir {
 			return "", nil, nil, -eNOTDIR
 		}
-		next := "/" + c
+		parent := ""
 		if len(paths) > 0 {
-			next = paths[len(paths)-1] + next
+			parent = paths[len(paths)-1]
 		}
+		next := parent + "/" + c
 		nd := f.get(next, cur)
 		if nd == nil {
 			if len(todo) == 0 {
