@@ -103,9 +103,14 @@ func absent(err error) bool {
 }
 
 // Lstat implements Root.
-func (d *Dir) Lstat(p string) (manifest.Entry, bool, error) {
+func (d *Dir) Lstat(p string) (manifest.Entry, bool, error) { return d.lstat(p, true) }
+
+// LstatType implements TypeStater: Lstat without reading the file.
+func (d *Dir) LstatType(p string) (manifest.Entry, bool, error) { return d.lstat(p, false) }
+
+func (d *Dir) lstat(p string, digest bool) (manifest.Entry, bool, error) {
 	if path.Clean("/"+p) == "/" {
-		return statAt(d.fd, ".", "/")
+		return statAt(d.fd, ".", "/", digest)
 	}
 	dfd, name, err := d.openParent(p)
 	if absent(err) {
@@ -115,11 +120,12 @@ func (d *Dir) Lstat(p string) (manifest.Entry, bool, error) {
 		return manifest.Entry{}, false, err
 	}
 	defer unix.Close(dfd)
-	return statAt(dfd, name, path.Clean("/"+p))
+	return statAt(dfd, name, path.Clean("/"+p), digest)
 }
 
-// statAt describes name in the directory dfd (p names it in errors).
-func statAt(dfd int, name, p string) (manifest.Entry, bool, error) {
+// statAt describes name in the directory dfd (p names it in errors), a
+// regular file with its digest when digest is set.
+func statAt(dfd int, name, p string, digest bool) (manifest.Entry, bool, error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		if absent(err) {
@@ -131,7 +137,7 @@ func statAt(dfd int, name, p string) (manifest.Entry, bool, error) {
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
 		e.Type, e.Size = manifest.File, st.Size
-		if st.Size > MaxContent {
+		if !digest || st.Size > MaxContent {
 			// No MachineConfig file is that large: no digest is needed to
 			// tell it differs, and hashing gigabytes would take seconds.
 			break

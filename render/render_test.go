@@ -505,3 +505,23 @@ func TestHardLinkTargets(t *testing.T) {
 		t.Errorf("Render(hard link to a root file) = %v, want a refusal", err)
 	}
 }
+
+// TestDirLstatType checks that Dir's LstatType is its Lstat without the
+// digest.
+func TestDirLstatType(t *testing.T) {
+	d := makeRoot(t, map[string]string{"etc/a.conf": "a\n", "etc/dir/": "", "etc/link": "-> a.conf"})
+	for _, p := range []string{"/etc/a.conf", "/etc/dir", "/etc/link", "/etc/absent", "/"} {
+		want, wantOK, err := d.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p == "/etc/a.conf" && want.Digest == "" {
+			t.Fatalf("Lstat(%s) has no digest", p)
+		}
+		want.Digest = ""
+		got, ok, err := d.LstatType(p)
+		if err != nil || ok != wantOK || got != want {
+			t.Errorf("LstatType(%s) = %+v, %v, %v; want %+v, %v", p, got, ok, err, want, wantOK)
+		}
+	}
+}

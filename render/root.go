@@ -36,6 +36,22 @@ type Root interface {
 	ReadDir(path string) ([]string, error)
 }
 
+// TypeStater is implemented by Roots for which a regular file's Digest is
+// the dear part of Lstat (its content is read and hashed): LstatType is
+// Lstat that may leave Digest out. Resolving paths and systemd's unit
+// search need types, sizes and targets only, for every path they try.
+type TypeStater interface {
+	LstatType(path string) (e manifest.Entry, ok bool, err error)
+}
+
+// lstatType is root's LstatType, or its Lstat.
+func lstatType(root Root, p string) (manifest.Entry, bool, error) {
+	if t, ok := root.(TypeStater); ok {
+		return t.LstatType(p)
+	}
+	return root.Lstat(p)
+}
+
 // SameFiler is implemented by Roots that know which paths are one file (an
 // inode): hard links. Observe uses it to recognise a hard link.
 type SameFiler interface {
@@ -130,7 +146,7 @@ func resolveDir(root Root, parts []string) (string, error) {
 			continue
 		}
 		next := path.Join(cur, c)
-		e, ok, err := root.Lstat(next)
+		e, ok, err := lstatType(root, next)
 		if err != nil {
 			return "", err
 		}

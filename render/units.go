@@ -140,7 +140,7 @@ func (r *renderer) units() {
 type rootBase struct{ root Root }
 
 func (b rootBase) Lstat(p string) (systemctl.Node, bool, error) {
-	e, ok, err := b.root.Lstat(p)
+	e, ok, err := lstatType(b.root, p)
 	if err != nil || !ok {
 		return systemctl.Node{}, false, err
 	}

@@ -39,14 +39,21 @@ func (n *Node) Entry() manifest.Entry {
 
 // Lstat implements render.Root. Parent directories are resolved through
 // the image's symlinks first.
-func (r Root) Lstat(p string) (manifest.Entry, bool, error) {
+func (r Root) Lstat(p string) (manifest.Entry, bool, error) { return r.lstat(p, true) }
+
+// LstatType implements render.TypeStater: Lstat without computing a
+// deferred digest (a containers-storage file's, read from the unpacked
+// layer).
+func (r Root) LstatType(p string) (manifest.Entry, bool, error) { return r.lstat(p, false) }
+
+func (r Root) lstat(p string, digest bool) (manifest.Entry, bool, error) {
 	n, ok, err := r.node(p)
 	if err != nil || !ok {
 		return manifest.Entry{}, false, err
 	}
 	e := n.Entry()
 	e.Path = path.Clean("/" + p)
-	if n.Deferred() {
+	if digest && n.Deferred() {
 		d, err := r.Index.Digest(n)
 		if err != nil {
 			return manifest.Entry{}, false, err

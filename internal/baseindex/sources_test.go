@@ -24,6 +24,7 @@ import (
 	"github.com/vbatts/tar-split/tar/storage"
 
 	"github.com/mcbake/mcbake/internal/baseindex"
+	"github.com/mcbake/mcbake/manifest"
 )
 
 // form is one way a layer is stored, and so read: its blob, its
@@ -590,6 +591,11 @@ func TestTarSplitFallbacks(t *testing.T) {
 		}
 		if _, _, err := (baseindex.Root{Index: ix}).Lstat("/etc/os-release"); err == nil {
 			t.Error("Lstat() of a deferred file gone from the unpacked layer succeeded")
+		}
+		// LstatType never reads the file: the type and size are enough.
+		e, ok, err := (baseindex.Root{Index: ix}).LstatType("/etc/os-release")
+		if err != nil || !ok || e.Type != manifest.File || e.Size != int64(len("ID=x\n")) || e.Digest != "" {
+			t.Errorf("LstatType() = %+v, %v, %v; want the file without a digest", e, ok, err)
 		}
 	})
 }
