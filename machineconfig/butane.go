@@ -38,6 +38,12 @@ func IsButane(file string, data []byte) bool {
 	if _, variant, ok := jsonDocuments(data); ok && !variant {
 		return false // a JSON stream whose first object has no variant
 	}
+	return hasVariant(data)
+}
+
+// hasVariant reports whether data's first YAML document is a mapping
+// with a top-level variant.
+func hasVariant(data []byte) bool {
 	var h butaneHead
 	return yaml.Unmarshal(data, &h) == nil && h.Variant != ""
 }

@@ -213,15 +213,17 @@ func Parse(file string, data []byte) ([]*MachineConfig, error) {
 // Lists, and parses every MachineConfig found; a Butane config is
 // translated to its MachineConfig first.
 func parseStream(file string, data []byte, cache validCache) ([]*MachineConfig, error) {
+	// IsButane and Documents, with the JSON reading done once.
 	docs, variant, ok := jsonDocuments(data)
 	var err error
-	if !ok || variant || isButaneFile(file) {
-		if IsButane(file, data) {
-			if data, err = fromButane(file, data); err != nil {
-				return nil, err
-			}
+	switch {
+	case isButaneFile(file) || (!ok || variant) && hasVariant(data):
+		if data, err = fromButane(file, data); err != nil {
+			return nil, err
 		}
 		docs, err = Documents(data)
+	case !ok:
+		docs, err = yamlDocuments(data)
 	}
 	var mcs []*MachineConfig
 	var errs []error
