@@ -226,32 +226,21 @@ func planPrepare(s *Sysroot, booted, staged *Deployment, mcs []*machineconfig.Ma
 	}
 	entries := append([]render.Entry(nil), res.Entries...)
 	sort.SliceStable(entries, func(i, j int) bool { return entries[i].Where() < entries[j].Where() })
+	// A removal the MCD makes whatever is there, where the staged
+	// deployment has nothing (an earlier run removed it, or the base never
+	// had it): owned all the same, and judged like any entry, after them.
+	for _, pth := range sortedKeys(removalPaths(res)) {
+		entries = append(entries, render.Entry{Entry: manifest.Entry{Path: pth, Type: manifest.Absent, Source: res.Removes[pth]}})
+	}
 	p := &prepared{res: res}
 	var errs []error
-	listed := map[string]bool{}
 	for _, e := range entries {
-		listed[e.Path] = true
 		c, write, err := changeFor(e, bootedRoot, stagedRoot)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		if write {
-			p.writes = append(p.writes, pendingWrite{change: len(rec.Changes), entry: e})
-		}
-		rec.Changes = append(rec.Changes, c)
-	}
-	// A removal the MCD makes whatever is there, where the staged
-	// deployment has nothing (an earlier run removed it, or the base never
-	// had it): owned all the same, and judged like any entry.
-	for _, pth := range sortedKeys(removalPaths(res, listed)) {
-		e := render.Entry{Entry: manifest.Entry{Path: pth, Type: manifest.Absent, Source: res.Removes[pth]}}
-		c, write, err := changeFor(e, bootedRoot, stagedRoot)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if write { // the staged deployment has nothing there: never
 			p.writes = append(p.writes, pendingWrite{change: len(rec.Changes), entry: e})
 		}
 		rec.Changes = append(rec.Changes, c)
@@ -433,14 +422,15 @@ func applyPrepare(staged *Deployment, p *prepared, rec *Record, opts PrepareOpti
 	return errors.Join(terr, writeRecord(root, labels, rec, p.mcs), writeVarRecord(staged, rec, p.mcs))
 }
 
-// removalPaths returns the paths of res.Removes that no entry in listed
-// has, as a set.
-func removalPaths(res *render.Result, listed map[string]bool) map[string]bool {
+// removalPaths returns the paths of res.Removes that no entry of res has,
+// as a set.
+func removalPaths(res *render.Result) map[string]bool {
 	out := map[string]bool{}
 	for p := range res.Removes {
-		if !listed[p] {
-			out[p] = true
-		}
+		out[p] = true
+	}
+	for _, e := range res.Entries {
+		delete(out, e.Path)
 	}
 	return out
 }
