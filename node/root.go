@@ -109,15 +109,18 @@ func (r *Root) withDir(p string, fn func(dfd int, name string) error) error {
 }
 
 // Mkdir makes the directory p, or sets its mode and owner if it exists.
-// An existing non-directory (a symlink included) is an error.
+// An existing non-directory (a symlink included) is an error. A missing
+// directory appears with its mode and owner already set (see mkdirAt).
 func (r *Root) Mkdir(p string, mode uint32, uid, gid int) error {
 	return r.withDir(p, func(dfd int, name string) error {
-		if err := unix.Mkdirat(dfd, name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+		sweepTemp(dfd, name)
+		err := mkdirAt(dfd, name, mode, uid, gid, "")
+		if !errors.Is(err, unix.EEXIST) {
 			return err
 		}
 		// The owner and mode are set through the directory itself, opened
 		// without following a symlink, so that nothing swapped in since
-		// the mkdir is changed in its place.
+		// the check is changed in its place.
 		fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
 			return errors.New("exists and is not a directory")
@@ -131,6 +134,61 @@ func (r *Root) Mkdir(p string, mode uint32, uid, gid int) error {
 		}
 		return unix.Fchmod(fd, mode&0o7777)
 	})
+}
+
+// mkdirAt makes the directory name in dfd so that it never exists with
+// other metadata than its own, whenever the process dies: it is made
+// under a temporary name (mode 0700), given its owner, mode and label
+// there, and renamed into place without replacing anything (EEXIST when
+// name exists). A killed run leaves only the empty temporary directory,
+// which sweepTemp removes.
+func mkdirAt(dfd int, name string, mode uint32, uid, gid int, label string) error {
+	tmp := tempName(name)
+	if err := unix.Mkdirat(dfd, tmp, 0o700); err != nil {
+		return err
+	}
+	err := func() error {
+		fd, err := unix.Openat(dfd, tmp, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		if err := unix.Fchown(fd, uid, gid); err != nil {
+			return err
+		}
+		if err := unix.Fchmod(fd, mode&0o7777); err != nil {
+			return err
+		}
+		return setLabelFD(fd, label)
+	}()
+	if err == nil {
+		err = unix.Renameat2(dfd, tmp, dfd, name, unix.RENAME_NOREPLACE)
+	}
+	if err != nil {
+		_ = unix.Unlinkat(dfd, tmp, unix.AT_REMOVEDIR)
+	}
+	return err
+}
+
+// sweepTemp removes the empty temporary directories a killed mkdirAt of
+// name left in dfd. A non-empty one, or anything else, is left alone.
+// (A transaction's own sweep covers the directories it writes into.)
+func sweepTemp(dfd int, name string) {
+	fd, err := unix.Openat(dfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return
+	}
+	for _, n := range names {
+		if isTempOf(n, name) {
+			_ = unix.Unlinkat(dfd, n, unix.AT_REMOVEDIR)
+		}
+	}
 }
 
 // WriteFile atomically replaces p with a regular file.
@@ -230,6 +288,30 @@ func (r *Root) Remove(p string) error {
 		return &os.PathError{Op: "remove", Path: p, Err: err}
 	}
 	return unix.Fsync(dfd)
+}
+
+// removeTemp removes a killed run's temporary entry p: a file, symlink
+// or empty directory (a directory with anything in it is left).
+func (r *Root) removeTemp(p string) error {
+	dir, name, err := split(p)
+	if err != nil {
+		return err
+	}
+	dfd, err := r.openDir(dir)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dfd)
+	err = unix.Unlinkat(dfd, name, 0)
+	if errors.Is(err, unix.EISDIR) {
+		err = unix.Unlinkat(dfd, name, unix.AT_REMOVEDIR)
+	}
+	return err
+}
+
+// isTempOf reports whether n is a temporary name tempName(name) gives.
+func isTempOf(n, name string) bool {
+	return strings.HasPrefix(n, "."+name+".mcbake-") && tempPattern.MatchString(n)
 }
 
 func tempName(name string) string {

@@ -345,6 +345,11 @@ func TestMkdir(t *testing.T) {
 	rootDir, _, r := setup(t)
 	mustMkdir(t, filepath.Join(rootDir, "etc", "existing"), 0o755)
 	mustWrite(t, filepath.Join(rootDir, "etc", "file"), "x", 0o644)
+	// What killed Mkdirs of /etc/new left: an empty temporary directory
+	// (swept) and one with something in it (not ours to remove).
+	mustMkdir(t, filepath.Join(rootDir, "etc", ".new.mcbake-0123456789ab"), 0o700)
+	mustMkdir(t, filepath.Join(rootDir, "etc", ".new.mcbake-ba9876543210"), 0o700)
+	mustWrite(t, filepath.Join(rootDir, "etc", ".new.mcbake-ba9876543210", "f"), "y", 0o644)
 	if err := r.Mkdir("/etc/new", 0o1750, 1000, 1001); err != nil {
 		t.Fatalf("Mkdir(new): %v", err)
 	}
@@ -354,7 +359,10 @@ func TestMkdir(t *testing.T) {
 	if err := r.Mkdir("/etc/file", 0o700, 0, 0); err == nil {
 		t.Error("Mkdir(file) = nil, want an error")
 	}
-	want := tree{"etc": "dir 0755 0:0", "etc/new": "dir 1750 1000:1001", "etc/existing": "dir 0700 1000:0", "etc/file": "file 0644 0:0 x"}
+	want := tree{
+		"etc": "dir 0755 0:0", "etc/new": "dir 1750 1000:1001", "etc/existing": "dir 0700 1000:0", "etc/file": "file 0644 0:0 x",
+		"etc/.new.mcbake-ba9876543210": "dir 0700 0:0", "etc/.new.mcbake-ba9876543210/f": "file 0644 0:0 y",
+	}
 	if diff := cmp.Diff(want, roottest.Tree(t, rootDir)); diff != "" {
 		t.Errorf("root after Mkdir (-want +got):\n%s", diff)
 	}

@@ -169,22 +169,11 @@ func (t *txn) prepareDir(dfd int, name string, w *txnWrite, old manifest.Entry, 
 		w.restore = &old
 		return nil
 	}
-	if err := unix.Mkdirat(dfd, name, 0o700); err != nil {
+	if err := mkdirAt(dfd, name, uint32(e.Mode), e.UID, e.GID, w.label); err != nil {
 		return err
 	}
 	w.created, w.state = true, StateNew
-	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	if err := unix.Fchown(fd, e.UID, e.GID); err != nil {
-		return err
-	}
-	if err := unix.Fchmod(fd, uint32(e.Mode)&0o7777); err != nil {
-		return err
-	}
-	return setLabelFD(fd, w.label)
+	return nil
 }
 
 // writeTemp writes a file's new content under its temporary name.
@@ -372,7 +361,7 @@ func (t *txn) sweep() {
 		}
 		for _, n := range names {
 			if tempPattern.MatchString(n) {
-				_ = t.root.Remove(path.Join(dir, n))
+				_ = t.root.removeTemp(path.Join(dir, n))
 			}
 		}
 	}
