@@ -22,6 +22,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mcbake/mcbake/internal/readall"
+
 	yamlv2 "go.yaml.in/yaml/v2"
 )
 
@@ -185,6 +187,21 @@ func readSource(name string, stdin io.Reader) (_ Input, err error) {
 		}
 		defer func() { err = errors.Join(err, f.Close()) }()
 		r = f // a pipe too: -f <(oc get mc -o yaml)
+		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+			// A regular file's size is known: one too large is refused
+			// unread, and one that fits is read into a buffer its size.
+			if st.Size() > MaxInput {
+				return Input{}, tooLargeInput(in.Name)
+			}
+			r = io.LimitReader(f, MaxInput+1)
+			if in.Data, err = readall.Sized(r, int(st.Size())+1); err != nil {
+				return Input{}, fmt.Errorf("reading %s: %w", in.Name, err)
+			}
+			if len(in.Data) > MaxInput {
+				return Input{}, tooLargeInput(in.Name)
+			}
+			return in, nil
+		}
 	} else {
 		in.Name = "<stdin>"
 		if r == nil {
@@ -195,9 +212,13 @@ func readSource(name string, stdin io.Reader) (_ Input, err error) {
 		return Input{}, fmt.Errorf("reading %s: %w", in.Name, err)
 	}
 	if len(in.Data) > MaxInput {
-		return Input{}, fmt.Errorf("%s: larger than %d MiB: no MachineConfig is that large", in.Name, MaxInput>>20)
+		return Input{}, tooLargeInput(in.Name)
 	}
 	return in, nil
+}
+
+func tooLargeInput(name string) error {
+	return fmt.Errorf("%s: larger than %d MiB: no MachineConfig is that large", name, MaxInput>>20)
 }
 
 // Parse reads every MachineConfig in data, a YAML or JSON stream (single

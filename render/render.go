@@ -16,6 +16,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/mcbake/mcbake/internal/readall"
+
 	"github.com/coreos/ignition/v2/config/v3_5/types"
 	"github.com/klauspost/compress/gzip"
 	"github.com/opencontainers/go-digest"
@@ -343,17 +345,39 @@ func gunzip(data []byte, limit int) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("invalid gzip content: %w", err)
 	}
-	out, err := readAll(io.LimitReader(zr, int64(limit)+1), min(gzipSize(data), limit)+1)
+	size := gzipSize(data)
+	if size > limit {
+		// The stream says it holds more than may be read: it is counted
+		// first, so that refused content costs no memory. The size is
+		// only a hint: content that turns out to fit is read again.
+		n, err := io.Copy(io.Discard, io.LimitReader(zr, int64(limit)+1))
+		if err != nil {
+			return nil, fmt.Errorf("invalid gzip content: %w", err)
+		}
+		if n > int64(limit) {
+			return nil, tooLarge(limit)
+		}
+		if err := zr.Reset(bytes.NewReader(data)); err != nil {
+			return nil, fmt.Errorf("invalid gzip content: %w", err)
+		}
+		size = int(n)
+	}
+	out, err := readall.Sized(io.LimitReader(zr, int64(limit)+1), size+1)
 	if err != nil {
 		return nil, fmt.Errorf("invalid gzip content: %w", err)
 	}
 	if len(out) > limit {
-		if limit < MaxContent {
-			return nil, fmt.Errorf("gzip content expands past what is left of %d MiB for all the MachineConfigs' files", MaxTotalContent>>20)
-		}
-		return nil, fmt.Errorf("gzip content expands past %d MiB", MaxContent>>20)
+		return nil, tooLarge(limit)
 	}
 	return out, nil
+}
+
+// tooLarge is gunzip's error for content that expands past limit.
+func tooLarge(limit int) error {
+	if limit < MaxContent {
+		return fmt.Errorf("gzip content expands past what is left of %d MiB for all the MachineConfigs' files", MaxTotalContent>>20)
+	}
+	return fmt.Errorf("gzip content expands past %d MiB", MaxContent>>20)
 }
 
 // gzipSize is the size a gzip stream says its (last member's) content
@@ -364,26 +388,6 @@ func gzipSize(data []byte) int {
 		return 0
 	}
 	return int(binary.LittleEndian.Uint32(data[len(data)-4:]))
-}
-
-// readAll is io.ReadAll into a buffer of capacity size first, so that
-// content of the expected size is read without regrowing (a 30 MiB file
-// would otherwise leave some 100 MiB of garbage behind).
-func readAll(r io.Reader, size int) ([]byte, error) {
-	b := make([]byte, 0, size)
-	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-	}
 }
 
 func verify(v types.Verification, data []byte) error {

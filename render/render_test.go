@@ -3,6 +3,7 @@ package render
 import (
 	"bytes"
 	"crypto/sha512"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"runtime"
@@ -109,6 +110,35 @@ func TestGunzipBounded(t *testing.T) {
 	}
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 512<<20 {
 		t.Errorf("decode(1 GiB gzip stream) allocated %d MiB, want at most 512 MiB", alloc>>20)
+	}
+}
+
+// TestGunzipRefusesBySize: content whose gzip trailer says it is larger
+// than what is left is counted, not kept, so refusing it allocates next
+// to nothing; a trailer that lies about the size still gets the gzip
+// reader's own error, and content that fits is read whole.
+func TestGunzipRefusesBySize(t *testing.T) {
+	big := gz(t, make([]byte, 30<<20))
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := gunzip(big, 4<<20)
+	runtime.ReadMemStats(&after)
+	if want := "gzip content expands past what is left of 64 MiB for all the MachineConfigs' files"; err == nil || err.Error() != want {
+		t.Errorf("gunzip(30 MiB, limit 4 MiB) = %v, want %q", err, want)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
+		t.Errorf("gunzip(30 MiB, limit 4 MiB) allocated %d KiB, want at most 1 MiB", alloc>>10)
+	}
+	lying := gz(t, []byte("small"))
+	binary.LittleEndian.PutUint32(lying[len(lying)-4:], 8<<20)
+	if _, err := gunzip(lying, 4<<20); err == nil || !strings.HasPrefix(err.Error(), "invalid gzip content: ") {
+		t.Errorf("gunzip(trailer saying 8 MiB for 5 bytes) = %v, want invalid gzip content", err)
+	}
+	exact := make([]byte, 4<<20)
+	exact[len(exact)-1] = 1
+	if out, err := gunzip(gz(t, exact), 4<<20); err != nil || !bytes.Equal(out, exact) {
+		t.Errorf("gunzip(4 MiB, limit 4 MiB) = %d bytes, %v; want the content", len(out), err)
 	}
 }
 

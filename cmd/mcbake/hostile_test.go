@@ -265,8 +265,11 @@ func TestHostileMachineConfigs(t *testing.T) {
 					}
 				}
 			}
-			if r.maxRSS > 300<<20 {
-				t.Errorf("%s %s: peak RSS %d MB, want under 300 MB", cmd, filepath.Base(tt.file), r.maxRSS>>20)
+			// 64 MiB of content is kept, what would go past it is only
+			// counted: about 115 MB here, 200 leaves room for a loaded
+			// machine's lagging collector.
+			if r.maxRSS > 200<<20 {
+				t.Errorf("%s %s: peak RSS %d MB, want under 200 MB", cmd, filepath.Base(tt.file), r.maxRSS>>20)
 			}
 		}
 	}

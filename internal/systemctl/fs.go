@@ -449,7 +449,10 @@ func (f *FS) RemoveAll(p string) int {
 
 // WriteFile replaces p with a regular file holding content, creating
 // missing parents, as the MCD's atomic writes do (a rename over p: a
-// symlink at p is replaced, a directory is -EISDIR).
+// symlink at p is replaced, a directory is -EISDIR). The FS keeps
+// content itself, as ReadFile and Changes return it: the caller must not
+// modify it afterwards (render seeds the tree with every file it owns, up
+// to MaxTotalContent, and a copy would double that).
 func (f *FS) WriteFile(p string, content []byte) int {
 	if e := f.MkdirAll(path.Dir(p)); e < 0 {
 		return e
@@ -463,8 +466,7 @@ func (f *FS) WriteFile(p string, content []byte) int {
 	case parent == nil:
 		return -eNOENT
 	}
-	c := append([]byte(nil), content...)
-	f.set(real, &node{Node: Node{Kind: File, Size: int64(len(c))}, content: c, loaded: true})
+	f.set(real, &node{Node: Node{Kind: File, Size: int64(len(content))}, content: content, loaded: true})
 	return 0
 }
 
