@@ -208,3 +208,44 @@ func setLabelFD(fd int, label string) error {
 	}
 	return unix.Fsetxattr(fd, xattrSELinux, append([]byte(label), 0), 0)
 }
+
+// getLabel returns the SELinux context of the directory name in dfd, ""
+// when it has none (or the filesystem keeps none).
+func getLabel(dfd int, name string) (string, error) {
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 256)
+	for {
+		n, err := unix.Fgetxattr(fd, xattrSELinux, buf)
+		switch {
+		case errors.Is(err, unix.ERANGE):
+			buf = make([]byte, 2*len(buf))
+			continue
+		case errors.Is(err, unix.ENODATA) || errors.Is(err, unix.ENOTSUP):
+			return "", nil
+		case err != nil:
+			return "", err
+		}
+		return strings.TrimSuffix(string(buf[:n]), "\x00"), nil
+	}
+}
+
+// restoreLabel gives the directory name in dfd the context label back,
+// or removes its context when label is "" (it had none).
+func restoreLabel(dfd int, name, label string) error {
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if label == "" {
+		if err := unix.Fremovexattr(fd, xattrSELinux); err != nil && !errors.Is(err, unix.ENODATA) {
+			return err
+		}
+		return nil
+	}
+	return setLabelFD(fd, label)
+}

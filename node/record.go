@@ -16,6 +16,11 @@ import (
 // deployment's root and stores the MachineConfigs beside it, labelled as
 // the deployment's policy says.
 func writeRecord(root *Root, labels *Labeler, rec *Record, mcs []byte) error {
+	unlock, err := root.lock()
+	if err != nil {
+		return fmt.Errorf("writing the record: %w", err)
+	}
+	defer unlock()
 	if err := root.MkdirAll(RecordDir, func(string) (uint32, int, int) { return 0o755, 0, 0 }); err != nil {
 		return fmt.Errorf("writing the record: %w", err)
 	}

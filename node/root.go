@@ -110,12 +110,19 @@ func (r *Root) withDir(p string, fn func(dfd int, name string) error) error {
 
 // Mkdir makes the directory p, or sets its mode and owner if it exists.
 // An existing non-directory (a symlink included) is an error. A missing
-// directory appears with its mode and owner already set (see mkdirAt).
+// directory appears with its mode and owner already set (see mkdirAt),
+// and the empty temporary directories killed Mkdirs of p left are
+// removed first: a caller that may run beside another writer of the
+// root holds its lock.
 func (r *Root) Mkdir(p string, mode uint32, uid, gid int) error {
 	return r.withDir(p, func(dfd int, name string) error {
-		sweepTemp(dfd, name)
-		err := mkdirAt(dfd, name, mode, uid, gid, "")
-		if !errors.Is(err, unix.EEXIST) {
+		var st unix.Stat_t
+		if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
+			sweepTemp(dfd, name)
+			if err := mkdirAt(dfd, name, mode, uid, gid, ""); !errors.Is(err, unix.EEXIST) {
+				return err
+			}
+		} else if err != nil {
 			return err
 		}
 		// The owner and mode are set through the directory itself, opened
@@ -134,6 +141,16 @@ func (r *Root) Mkdir(p string, mode uint32, uid, gid int) error {
 		}
 		return unix.Fchmod(fd, mode&0o7777)
 	})
+}
+
+// lock takes the root's writer lock (flock on the root directory): one
+// writer at a time, so that under the lock any temporary entry is a dead
+// run's leftover.
+func (r *Root) lock() (unlock func(), err error) {
+	if err := unix.Flock(r.FD(), unix.LOCK_EX); err != nil {
+		return nil, &os.PathError{Op: "flock", Path: r.Path(), Err: err}
+	}
+	return func() { _ = unix.Flock(r.FD(), unix.LOCK_UN) }, nil
 }
 
 // mkdirAt makes the directory name in dfd so that it never exists with
@@ -162,13 +179,26 @@ func mkdirAt(dfd int, name string, mode uint32, uid, gid int, label string) erro
 		return setLabelFD(fd, label)
 	}()
 	if err == nil {
+		if beforeRename != nil {
+			beforeRename(tmp)
+		}
 		err = unix.Renameat2(dfd, tmp, dfd, name, unix.RENAME_NOREPLACE)
+		if errors.Is(err, unix.EINVAL) {
+			// A filesystem without RENAME_NOREPLACE (NFS, some FUSE):
+			// the caller found name missing under the root's lock, and a
+			// rename onto anything but an empty directory fails.
+			err = unix.Renameat(dfd, tmp, dfd, name)
+		}
 	}
 	if err != nil {
 		_ = unix.Unlinkat(dfd, tmp, unix.AT_REMOVEDIR)
 	}
 	return err
 }
+
+// beforeRename, when set, is called by mkdirAt with the temporary name
+// just before the rename (tests look at the root then).
+var beforeRename func(tmp string)
 
 // sweepTemp removes the empty temporary directories a killed mkdirAt of
 // name left in dfd. A non-empty one, or anything else, is left alone.
@@ -311,11 +341,20 @@ func (r *Root) removeTemp(p string) error {
 
 // isTempOf reports whether n is a temporary name tempName(name) gives.
 func isTempOf(n, name string) bool {
-	return strings.HasPrefix(n, "."+name+".mcbake-") && tempPattern.MatchString(n)
+	return strings.HasPrefix(n, "."+tempStem(name)+".mcbake-") && tempPattern.MatchString(n)
 }
 
+// tempName is a random temporary name for name in its directory. It
+// keeps at most the first tempStemMax bytes of name, so that it is no
+// longer than NAME_MAX for any name that is.
 func tempName(name string) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	return fmt.Sprintf(".%s.mcbake-%s", name, hex.EncodeToString(b[:]))
+	return fmt.Sprintf(".%s.mcbake-%s", tempStem(name), hex.EncodeToString(b[:]))
 }
+
+// tempStemMax leaves room in NAME_MAX (255) for tempName's 21 bytes of
+// its own and backupName's ".old".
+const tempStemMax = 200
+
+func tempStem(name string) string { return name[:min(len(name), tempStemMax)] }

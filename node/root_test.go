@@ -368,6 +368,73 @@ func TestMkdir(t *testing.T) {
 	}
 }
 
+// TestMkdirNeverHalfMade: until the rename, the directory exists only
+// under its temporary name, already with its mode and owner, so that a
+// kill at any point leaves the path missing or made.
+func TestMkdirNeverHalfMade(t *testing.T) {
+	requireRoot(t)
+	rootDir, _, r := setup(t)
+	var during tree
+	beforeRename = func(string) { during = roottest.Tree(t, rootDir) }
+	t.Cleanup(func() { beforeRename = nil })
+	if err := r.Mkdir("/etc/new", 0o1750, 1000, 1001); err != nil {
+		t.Fatalf("Mkdir(new): %v", err)
+	}
+	if during == nil {
+		t.Fatal("Mkdir made the directory without a rename")
+	}
+	var temps []string
+	for p, v := range during {
+		if p == "etc/new" {
+			t.Errorf("before the rename, etc/new is there: %s", v)
+		}
+		if strings.HasPrefix(p, "etc/.new.mcbake-") {
+			temps = append(temps, p)
+			if v != "dir 1750 1000:1001" {
+				t.Errorf("before the rename, %s is %q, want \"dir 1750 1000:1001\"", p, v)
+			}
+		}
+	}
+	if len(temps) != 1 {
+		t.Errorf("before the rename, temporary directories %v, want one", temps)
+	}
+	if diff := cmp.Diff(tree{"etc": "dir 0755 0:0", "etc/new": "dir 1750 1000:1001"}, roottest.Tree(t, rootDir)); diff != "" {
+		t.Errorf("root after Mkdir (-want +got):\n%s", diff)
+	}
+}
+
+// TestTempNameFitsNameMax: a name of NAME_MAX bytes still has temporary
+// and backup names within NAME_MAX, which isTempOf recognises.
+func TestTempNameFitsNameMax(t *testing.T) {
+	name := strings.Repeat("n", 255)
+	for _, tmp := range []string{tempName(name), backupName(name)} {
+		if len(tmp) > 255 || !tempPattern.MatchString(tmp) {
+			t.Errorf("temporary name %q: %d bytes, want at most 255 matching %v", tmp, len(tmp), tempPattern)
+		}
+	}
+	if tmp := tempName(name); !isTempOf(tmp, name) {
+		t.Errorf("isTempOf(%q, the name) = false", tmp)
+	}
+}
+
+// TestMkdirLongName: a directory and a file whose names are NAME_MAX
+// bytes long are written (their temporary names fit too).
+func TestMkdirLongName(t *testing.T) {
+	requireRoot(t)
+	rootDir, _, r := setup(t)
+	name := strings.Repeat("d", 255)
+	if err := r.Mkdir("/etc/"+name, 0o755, 0, 0); err != nil {
+		t.Fatalf("Mkdir(255-byte name): %v", err)
+	}
+	if err := r.WriteFile("/etc/"+name+"/"+name, []byte("x"), 0o644, 0, 0); err != nil {
+		t.Fatalf("WriteFile(255-byte name): %v", err)
+	}
+	want := tree{"etc": "dir 0755 0:0", "etc/" + name: "dir 0755 0:0", "etc/" + name + "/" + name: "file 0644 0:0 x"}
+	if diff := cmp.Diff(want, roottest.Tree(t, rootDir)); diff != "" {
+		t.Errorf("root (-want +got):\n%s", diff)
+	}
+}
+
 func TestMkdirAll(t *testing.T) {
 	requireRoot(t)
 	rootDir, _, r := setup(t)

@@ -34,10 +34,13 @@ type txnWrite struct {
 	// label is the SELinux context to give the path, "" for none.
 	label string
 
-	tmp      string // the new entry, prepared under a temporary name
-	backup   string // the old entry, kept under a temporary name
-	created  bool   // a directory the transaction made
-	restore  *manifest.Entry
+	tmp     string // the new entry, prepared under a temporary name
+	backup  string // the old entry, kept under a temporary name
+	created bool   // a directory the transaction made
+	restore *manifest.Entry
+	// oldLabel is an existing directory's SELinux context before the
+	// commit ("" for none), put back by a rollback.
+	oldLabel string
 	commited bool
 	state    State
 }
@@ -87,12 +90,13 @@ func (t *txn) run() error {
 	sort.SliceStable(t.writes, func(i, j int) bool { return order(t.writes[i]) < order(t.writes[j]) })
 	// One writer at a time per root; under the lock, any temporary entry
 	// is a dead run's leftover.
-	if err := unix.Flock(t.root.FD(), unix.LOCK_EX); err != nil {
-		return &os.PathError{Op: "flock", Path: t.root.Path(), Err: err}
+	unlock, err := t.root.lock()
+	if err != nil {
+		return err
 	}
-	defer unix.Flock(t.root.FD(), unix.LOCK_UN)
+	defer unlock()
 	t.sweep()
-	err := t.prepare()
+	err = t.prepare()
 	if err == nil {
 		err = t.commit()
 	}
@@ -167,6 +171,13 @@ func (t *txn) prepareDir(dfd int, name string, w *txnWrite, old manifest.Entry, 
 			return fmt.Errorf("a %s is in the way", old.Type)
 		}
 		w.restore = &old
+		if w.label != "" {
+			l, err := getLabel(dfd, name)
+			if err != nil {
+				return err
+			}
+			w.oldLabel = l
+		}
 		return nil
 	}
 	if err := mkdirAt(dfd, name, uint32(e.Mode), e.UID, e.GID, w.label); err != nil {
@@ -307,6 +318,11 @@ func (t *txn) undo(dfd int, name string, w *txnWrite) error {
 	case w.entry.Type == manifest.Directory && w.commited:
 		if err := setDirMeta(dfd, name, *w.restore, ""); err != nil {
 			return err
+		}
+		if w.label != "" && w.oldLabel != w.label {
+			if err := restoreLabel(dfd, name, w.oldLabel); err != nil {
+				return err
+			}
 		}
 	case w.commited && w.backup != "":
 		if err := unix.Renameat(dfd, w.backup, dfd, name); err != nil {

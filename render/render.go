@@ -345,25 +345,36 @@ func gunzip(data []byte, limit int) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("invalid gzip content: %w", err)
 	}
-	size := gzipSize(data)
-	if size > limit {
-		// The stream says it holds more than may be read: it is counted
-		// first, so that refused content costs no memory. The size is
-		// only a hint: content that turns out to fit is read again.
-		n, err := io.Copy(io.Discard, io.LimitReader(zr, int64(limit)+1))
-		if err != nil {
-			return nil, fmt.Errorf("invalid gzip content: %w", err)
-		}
-		if n > int64(limit) {
-			return nil, tooLarge(limit)
-		}
-		if err := zr.Reset(bytes.NewReader(data)); err != nil {
-			return nil, fmt.Errorf("invalid gzip content: %w", err)
-		}
-		size = int(n)
+	// The size the trailer states is only a hint: no more than it is kept
+	// (nothing when it states more than is left), and content that goes
+	// past it is counted, not kept.
+	hint := gzipSize(data)
+	if hint > limit {
+		hint = 0
 	}
-	out, err := readall.Sized(io.LimitReader(zr, int64(limit)+1), size+1)
+	out, err := readall.Sized(io.LimitReader(zr, int64(hint)+1), hint+1)
 	if err != nil {
+		return nil, fmt.Errorf("invalid gzip content: %w", err)
+	}
+	if len(out) <= hint {
+		return out, nil
+	}
+	kept := len(out)
+	out = nil
+	n, err := io.Copy(io.Discard, io.LimitReader(zr, int64(limit-kept)+1))
+	if err != nil {
+		return nil, fmt.Errorf("invalid gzip content: %w", err)
+	}
+	size := int64(kept) + n
+	if size > int64(limit) {
+		return nil, tooLarge(limit)
+	}
+	// It fits after all (a stream of several members, whose trailer
+	// states the last one's size): read again into a buffer its size.
+	if err := zr.Reset(bytes.NewReader(data)); err != nil {
+		return nil, fmt.Errorf("invalid gzip content: %w", err)
+	}
+	if out, err = readall.Sized(io.LimitReader(zr, int64(limit)+1), int(size)+1); err != nil {
 		return nil, fmt.Errorf("invalid gzip content: %w", err)
 	}
 	if len(out) > limit {

@@ -130,10 +130,31 @@ func TestGunzipRefusesBySize(t *testing.T) {
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
 		t.Errorf("gunzip(30 MiB, limit 4 MiB) allocated %d KiB, want at most 1 MiB", alloc>>10)
 	}
-	lying := gz(t, []byte("small"))
-	binary.LittleEndian.PutUint32(lying[len(lying)-4:], 8<<20)
-	if _, err := gunzip(lying, 4<<20); err == nil || !strings.HasPrefix(err.Error(), "invalid gzip content: ") {
-		t.Errorf("gunzip(trailer saying 8 MiB for 5 bytes) = %v, want invalid gzip content", err)
+	// A trailer that understates the size keeps no more than it states.
+	small := append([]byte(nil), big...)
+	binary.LittleEndian.PutUint32(small[len(small)-4:], 0)
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err = gunzip(small, 4<<20)
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.HasPrefix(err.Error(), "gzip content expands past") {
+		t.Errorf("gunzip(30 MiB saying 0, limit 4 MiB) = %v, want the refusal", err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
+		t.Errorf("gunzip(30 MiB saying 0, limit 4 MiB) allocated %d KiB, want at most 1 MiB", alloc>>10)
+	}
+	for _, size := range []uint32{0, 8 << 20} {
+		lying := gz(t, []byte("small"))
+		binary.LittleEndian.PutUint32(lying[len(lying)-4:], size)
+		if _, err := gunzip(lying, 4<<20); err == nil || !strings.HasPrefix(err.Error(), "invalid gzip content: ") {
+			t.Errorf("gunzip(trailer saying %d for 5 bytes) = %v, want invalid gzip content", size, err)
+		}
+	}
+	// Several members: the trailer states the last one's size, and the
+	// content is read whole all the same.
+	multi := append(gz(t, bytes.Repeat([]byte("a"), 1<<20)), gz(t, []byte("b"))...)
+	if out, err := gunzip(multi, 4<<20); err != nil || len(out) != 1<<20+1 || out[len(out)-1] != 'b' {
+		t.Errorf("gunzip(two members) = %d bytes, %v; want %d", len(out), err, 1<<20+1)
 	}
 	exact := make([]byte, 4<<20)
 	exact[len(exact)-1] = 1
