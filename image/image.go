@@ -45,6 +45,7 @@ type Image struct {
 	layers      []LayerInfo
 	descs       []imgspecv1.Descriptor // layers as OCI descriptors (with URLs, annotations)
 	annotations map[string]string
+	getters     getters // containers-storage only: the layers' file getters opened so far
 }
 
 // Open opens ref (a "transport:..." reference), checks it against the
@@ -342,7 +343,7 @@ func (im *Image) Close() error {
 		errs = append(errs, im.src.Close())
 		im.src = nil
 	}
-	errs = append(errs, shutdownStore(im.store))
+	errs = append(errs, im.getters.close(), shutdownStore(im.store))
 	im.store = nil
 	return errors.Join(errs...)
 }
