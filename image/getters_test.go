@@ -30,7 +30,7 @@ func (g *fakeGetter) Close() error                        { g.d.closed++; return
 
 // TestGettersOpenOncePerLayer: a layer's file getter is made on its first
 // read and reused, only regular files are opened, and closing the image's
-// getters closes each one once.
+// getters closes each one once and makes no more.
 func TestGettersOpenOncePerLayer(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644); err != nil {
@@ -62,5 +62,8 @@ func TestGettersOpenOncePerLayer(t *testing.T) {
 	}
 	if err := gs.close(); err != nil || d.closed != 2 {
 		t.Errorf("a second close() = %v, closed %d, want nothing more", err, d.closed)
+	}
+	if _, err := gs.open(d, "a", "f"); err == nil || d.made["a"] != 1 {
+		t.Errorf("open after close() = %v, %d getters of a made; want an error and no new getter", err, d.made["a"])
 	}
 }

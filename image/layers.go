@@ -310,8 +310,9 @@ func (im *Image) openTarSplit(id string) (io.ReadCloser, error) {
 // the chain of layers below it, which costs a warm diff of a 48-layer
 // base more than the reads of its deferred digests.
 type getters struct {
-	mu sync.Mutex
-	m  map[string]drivers.FileGetCloser
+	mu     sync.Mutex
+	m      map[string]drivers.FileGetCloser
+	closed bool
 }
 
 // open opens the file at p of the unpacked store layer id; it must be a
@@ -340,6 +341,9 @@ func (gs *getters) get(driver diffGetter, id string) (drivers.FileGetCloser, err
 	if g, ok := gs.m[id]; ok {
 		return g, nil
 	}
+	if gs.closed {
+		return nil, errors.New("reading a store layer's files: the image is closed")
+	}
 	g, err := driver.DiffGetter(id)
 	if err != nil {
 		return nil, err
@@ -360,6 +364,7 @@ type diffGetter interface {
 func (gs *getters) close() error {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
+	gs.closed = true
 	var errs []error
 	for id, g := range gs.m {
 		errs = append(errs, g.Close())
