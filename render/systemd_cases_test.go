@@ -73,6 +73,13 @@ func TestSystemdSpecifiers(t *testing.T) {
 		units: []types.Unit{unit("pct.service", on, svc("WantedBy=pct%%.target"))},
 		want:  "refused", wantErr: `"pct%.target" is not a valid unit name`,
 	}, {
+		// config_parse_strv keeps the empty word '' makes (found by
+		// FuzzInstall): systemctl links the other word, then refuses.
+		name:  "an empty quoted word is an invalid unit name",
+		base:  withBase(nil),
+		units: []types.Unit{unit("empty-word.service", on, svc("WantedBy='' multi-user.target"))},
+		want:  "refused", wantErr: `"" is not a valid unit name`,
+	}, {
 		name:  "an empty specifier vanishes",
 		base:  withBase(nil),
 		units: []types.Unit{unit("empty-spec.service", on, svc("WantedBy=x%B.target"))},

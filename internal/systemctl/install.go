@@ -166,10 +166,69 @@ func (s *Systemctl) tagFor(origin string) {
 
 func (s *Systemctl) change(typ int, p, source, origin string) int {
 	if s.current != nil {
-		s.current.Changes = append(s.current.Changes, InstallChange{Type: typ, Path: path.Clean(p), Source: source, Origin: origin})
+		s.current.Changes = append(s.current.Changes, InstallChange{Type: typ, Path: pathSimplify(p), Source: source, Origin: origin})
 	}
 	return typ
 }
+
+// pathSimplify is path_simplify, which install_changes_add applies to a
+// change's path: redundant slashes and "." components go, ".." stays, an
+// empty path stays empty (an empty word of WantedBy= is reported as ""),
+// and from a component longer than NAME_MAX on the rest is kept as is.
+func pathSimplify(p string) string {
+	if p == "" {
+		return p
+	}
+	var b strings.Builder
+	rest := p
+	if p[0] == '/' {
+		b.WriteByte('/')
+		rest = p[1:]
+	}
+	added := false
+	for {
+		start := rest
+		rest = skipSlashOrDot(rest)
+		if rest == "" || rest == "." {
+			break
+		}
+		c, after, _ := strings.Cut(rest, "/")
+		if added {
+			b.WriteByte('/')
+		}
+		if len(c) > nameMax {
+			b.WriteString(start)
+			return b.String()
+		}
+		b.WriteString(c)
+		added = true
+		if rest = skipSlashOrDot("/" + after); rest == "." {
+			rest = ""
+		}
+	}
+	if b.Len() == 0 {
+		return "."
+	}
+	return b.String()
+}
+
+// skipSlashOrDot is skip_slash_or_dot: slashes and "./" are skipped.
+func skipSlashOrDot(p string) string {
+	for p != "" {
+		switch {
+		case p[0] == '/':
+			p = p[1:]
+		case strings.HasPrefix(p, "./"):
+			p = p[2:]
+		default:
+			return p
+		}
+	}
+	return p
+}
+
+// nameMax is NAME_MAX.
+const nameMax = 255
 
 func inSearchPath(p string) bool {
 	d := path.Dir(p)

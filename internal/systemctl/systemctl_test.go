@@ -238,3 +238,35 @@ func TestFS(t *testing.T) {
 		t.Errorf("Changes() mismatch (-want +got):\n%s", diff)
 	}
 }
+
+// TestPathSimplify: systemd's own examples of path_simplify (its comment
+// and test-path-util.c).
+func TestPathSimplify(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                                      "",
+		".":                                     ".",
+		"./":                                    ".",
+		"/":                                     "/",
+		"///":                                   "/",
+		"///.":                                  "/",
+		"////.//":                               "/",
+		"///foo//./bar/.":                       "/foo/bar",
+		".//./foo//./bar/.":                     "foo/bar",
+		"aaa/bbb////ccc":                        "aaa/bbb/ccc",
+		"//aaa/.////ccc":                        "/aaa/ccc",
+		"//./.../././..../././..//":             "/.../..../..",
+		".//./a/":                               "a",
+		"./a/..":                                "a/..",
+		"a/../b.target":                         "a/../b.target",
+		".hidden/x":                             ".hidden/x",
+		"/etc/systemd/system/a.wants/b.service": "/etc/systemd/system/a.wants/b.service",
+	} {
+		if got := pathSimplify(in); got != want {
+			t.Errorf("pathSimplify(%q) = %q, want %q", in, got, want)
+		}
+	}
+	long := strings.Repeat("n", 256)
+	if got, want := pathSimplify("/a//"+long+"//b/./c"), "/a/"+long+"//b/./c"; got != want {
+		t.Errorf("pathSimplify(a component past NAME_MAX) = %q, want %q", got, want)
+	}
+}
