@@ -180,6 +180,7 @@ const MaxInput = 64 << 20
 func readSource(name string, stdin io.Reader) (_ Input, err error) {
 	in := Input{Name: name}
 	var r io.Reader = stdin
+	size := 0 // the expected size, when known
 	if name != Stdin {
 		f, err := os.Open(name)
 		if err != nil {
@@ -193,14 +194,7 @@ func readSource(name string, stdin io.Reader) (_ Input, err error) {
 			if st.Size() > MaxInput {
 				return Input{}, tooLargeInput(in.Name)
 			}
-			r = io.LimitReader(f, MaxInput+1)
-			if in.Data, err = readall.Sized(r, int(st.Size())+1); err != nil {
-				return Input{}, fmt.Errorf("reading %s: %w", in.Name, err)
-			}
-			if len(in.Data) > MaxInput {
-				return Input{}, tooLargeInput(in.Name)
-			}
-			return in, nil
+			size = int(st.Size())
 		}
 	} else {
 		in.Name = "<stdin>"
@@ -208,7 +202,7 @@ func readSource(name string, stdin io.Reader) (_ Input, err error) {
 			r = os.Stdin
 		}
 	}
-	if in.Data, err = io.ReadAll(io.LimitReader(r, MaxInput+1)); err != nil {
+	if in.Data, err = readall.Sized(io.LimitReader(r, MaxInput+1), size+1); err != nil {
 		return Input{}, fmt.Errorf("reading %s: %w", in.Name, err)
 	}
 	if len(in.Data) > MaxInput {

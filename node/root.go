@@ -111,35 +111,25 @@ func (r *Root) withDir(p string, fn func(dfd int, name string) error) error {
 // Mkdir makes the directory p, or sets its mode and owner if it exists.
 // An existing non-directory (a symlink included) is an error. A missing
 // directory appears with its mode and owner already set (see mkdirAt),
-// and the empty temporary directories killed Mkdirs of p left are
-// removed first: a caller that may run beside another writer of the
-// root holds its lock.
+// and the temporary entries of p that killed runs left are removed
+// first: a caller that may run beside another writer of the root holds
+// its lock.
 func (r *Root) Mkdir(p string, mode uint32, uid, gid int) error {
 	return r.withDir(p, func(dfd int, name string) error {
 		var st unix.Stat_t
 		if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
-			sweepTemp(dfd, name)
+			sweepTemp(dfd, func(n string) bool { return isTempOf(n, name) })
 			if err := mkdirAt(dfd, name, mode, uid, gid, ""); !errors.Is(err, unix.EEXIST) {
 				return err
 			}
 		} else if err != nil {
 			return err
 		}
-		// The owner and mode are set through the directory itself, opened
-		// without following a symlink, so that nothing swapped in since
-		// the check is changed in its place.
-		fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		err := setDirMeta(dfd, name, mode, uid, gid, "")
 		if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
 			return errors.New("exists and is not a directory")
 		}
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		if err := unix.Fchown(fd, uid, gid); err != nil {
-			return err
-		}
-		return unix.Fchmod(fd, mode&0o7777)
+		return err
 	})
 }
 
@@ -164,20 +154,7 @@ func mkdirAt(dfd int, name string, mode uint32, uid, gid int, label string) erro
 	if err := unix.Mkdirat(dfd, tmp, 0o700); err != nil {
 		return err
 	}
-	err := func() error {
-		fd, err := unix.Openat(dfd, tmp, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		if err := unix.Fchown(fd, uid, gid); err != nil {
-			return err
-		}
-		if err := unix.Fchmod(fd, mode&0o7777); err != nil {
-			return err
-		}
-		return setLabelFD(fd, label)
-	}()
+	err := setDirMeta(dfd, tmp, mode, uid, gid, label)
 	if err == nil {
 		if beforeRename != nil {
 			beforeRename(tmp)
@@ -200,24 +177,33 @@ func mkdirAt(dfd int, name string, mode uint32, uid, gid int, label string) erro
 // just before the rename (tests look at the root then).
 var beforeRename func(tmp string)
 
-// sweepTemp removes the empty temporary directories a killed mkdirAt of
-// name left in dfd. A non-empty one, or anything else, is left alone.
-// (A transaction's own sweep covers the directories it writes into.)
-func sweepTemp(dfd int, name string) {
+// sweepTemp removes from the directory dfd the temporary entries
+// (tempPattern) of dead runs whose names match: files, symlinks and
+// empty directories; a directory with anything in it is left alone.
+func sweepTemp(dfd int, match func(name string) bool) {
 	fd, err := unix.Openat(dfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return
 	}
-	f := os.NewFile(uintptr(fd), name)
+	f := os.NewFile(uintptr(fd), ".")
 	defer f.Close()
 	names, err := f.Readdirnames(-1)
 	if err != nil {
 		return
 	}
+	removed := false
 	for _, n := range names {
-		if isTempOf(n, name) {
-			_ = unix.Unlinkat(dfd, n, unix.AT_REMOVEDIR)
+		if !tempPattern.MatchString(n) || !match(n) {
+			continue
 		}
+		err := unix.Unlinkat(dfd, n, 0)
+		if errors.Is(err, unix.EISDIR) {
+			err = unix.Unlinkat(dfd, n, unix.AT_REMOVEDIR)
+		}
+		removed = removed || err == nil
+	}
+	if removed {
+		_ = unix.Fsync(dfd)
 	}
 }
 
@@ -318,25 +304,6 @@ func (r *Root) Remove(p string) error {
 		return &os.PathError{Op: "remove", Path: p, Err: err}
 	}
 	return unix.Fsync(dfd)
-}
-
-// removeTemp removes a killed run's temporary entry p: a file, symlink
-// or empty directory (a directory with anything in it is left).
-func (r *Root) removeTemp(p string) error {
-	dir, name, err := split(p)
-	if err != nil {
-		return err
-	}
-	dfd, err := r.openDir(dir)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(dfd)
-	err = unix.Unlinkat(dfd, name, 0)
-	if errors.Is(err, unix.EISDIR) {
-		err = unix.Unlinkat(dfd, name, unix.AT_REMOVEDIR)
-	}
-	return err
 }
 
 // isTempOf reports whether n is a temporary name tempName(name) gives.

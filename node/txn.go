@@ -245,7 +245,8 @@ func (t *txn) commitOne(dfd int, name string, w *txnWrite) error {
 			return nil // made by prepare
 		}
 		w.commited, w.state = true, StateNew
-		return setDirMeta(dfd, name, w.entry.Entry, w.label)
+		e := w.entry
+		return setDirMeta(dfd, name, uint32(e.Mode), e.UID, e.GID, w.label)
 	}
 	var st unix.Stat_t
 	exists := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
@@ -274,17 +275,19 @@ func (t *txn) commitOne(dfd int, name string, w *txnWrite) error {
 	return nil
 }
 
-// setDirMeta gives the existing directory name e's mode, owners and label.
-func setDirMeta(dfd int, name string, e manifest.Entry, label string) error {
+// setDirMeta gives the existing directory name its mode, owners and label
+// ("" leaves the label), through the directory itself, opened without
+// following a symlink, so that nothing swapped in is changed in its place.
+func setDirMeta(dfd int, name string, mode uint32, uid, gid int, label string) error {
 	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
-	if err := unix.Fchown(fd, e.UID, e.GID); err != nil {
+	if err := unix.Fchown(fd, uid, gid); err != nil {
 		return err
 	}
-	if err := unix.Fchmod(fd, uint32(e.Mode)&0o7777); err != nil {
+	if err := unix.Fchmod(fd, mode&0o7777); err != nil {
 		return err
 	}
 	return setLabelFD(fd, label)
@@ -316,7 +319,7 @@ func (t *txn) undo(dfd int, name string, w *txnWrite) error {
 			return err
 		}
 	case w.entry.Type == manifest.Directory && w.commited:
-		if err := setDirMeta(dfd, name, *w.restore, ""); err != nil {
+		if err := setDirMeta(dfd, name, uint32(w.restore.Mode), w.restore.UID, w.restore.GID, ""); err != nil {
 			return err
 		}
 		if w.label != "" && w.oldLabel != w.label {
@@ -371,14 +374,11 @@ func (t *txn) sweep() {
 			continue
 		}
 		seen[dir] = true
-		names, err := t.root.ReadDir(dir)
+		dfd, err := t.root.openDir(dir)
 		if err != nil {
 			continue
 		}
-		for _, n := range names {
-			if tempPattern.MatchString(n) {
-				_ = t.root.removeTemp(path.Join(dir, n))
-			}
-		}
+		sweepTemp(dfd, func(string) bool { return true })
+		unix.Close(dfd)
 	}
 }
