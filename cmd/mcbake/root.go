@@ -2,8 +2,8 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
-	"os"
 	"strings"
 
 	"github.com/mcbake/mcbake/cmd/internal/cli"
@@ -23,7 +23,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			return setupLogging(logLevel)
+			return setupLogging(logLevel, cmd.ErrOrStderr())
 		},
 	}
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn or error (logs go to stderr; debug includes containers/image's registry requests)")
@@ -55,13 +55,15 @@ func addCompletionExamples(c *cobra.Command) {
 	}
 }
 
-func setupLogging(level string) error {
+// setupLogging sends warnings (and what level adds) to the command's
+// stderr.
+func setupLogging(level string, stderr io.Writer) error {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(strings.ToLower(level))); err != nil {
 		return fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
 	}
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})))
-	image.SetLog(os.Stderr, l)
+	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: l})))
+	image.SetLog(stderr, l)
 	return nil
 }
 
