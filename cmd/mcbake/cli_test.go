@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"io"
 	"os"
@@ -547,5 +548,43 @@ spec:
 	}
 	if rep.Owned != "derived" {
 		t.Errorf("diff: owned = %q, want derived", rep.Owned)
+	}
+}
+
+// TestDamagedCachedView: a damaged block of the cached view, which is
+// only found once a warm build looks a path up in it, has the index built
+// again there and then, with a warning: the build succeeds with the same
+// digest, and caches a good view for the next one.
+func TestDamagedCachedView(t *testing.T) {
+	e := newEnv(t)
+	out := "oci:" + filepath.Join(e.dir, "out") + ":latest"
+	want := e.mustBuild(t, e.base, out, workerMC)
+	views, err := filepath.Glob(filepath.Join(e.cache, "views", "sha256", "*"))
+	if err != nil || len(views) != 1 {
+		t.Fatalf("cached views: %v, %v; want one", views, err)
+	}
+	good, err := os.ReadFile(views[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Past the head (header, fixed part, one checksum a block), a byte
+	// of every block, so that the first lookup meets the damage.
+	head := 28 + 48 + 4*int(binary.LittleEndian.Uint32(good[72:]))
+	bad := bytes.Clone(good)
+	for off := head + 100; off < len(bad); off += 4096 {
+		bad[off] ^= 0xff
+	}
+	if err := os.WriteFile(views[0], bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := e.run(append([]string{"build", "--base", e.base, "-o", out, "-f", workerMC}, e.imageArgs()...)...)
+	if code != 0 || strings.TrimSpace(stdout) != want {
+		t.Fatalf("build over a damaged view: exit %d, %q (want %s)\n%s", code, stdout, want, stderr)
+	}
+	if !strings.Contains(stderr, "the cached index of the base is damaged; rebuilding it") || !strings.Contains(stderr, "does not match its checksum") {
+		t.Errorf("stderr of a build over a damaged view lacks the warning:\n%s", stderr)
+	}
+	if b, err := os.ReadFile(views[0]); err != nil || !bytes.Equal(b, good) {
+		t.Errorf("the view after the rebuild: %v; the same as the first: %v", err, bytes.Equal(b, good))
 	}
 }

@@ -14,10 +14,13 @@ package baseindex
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -95,7 +98,10 @@ type Options struct {
 // 30% rather than doubled (debug.SetGCPercent(30), then restored),
 // unless the environment sets GOGC: the index is then most of the heap,
 // and this keeps a 500k-entry base under 200 MB. An index read from the
-// cache's merged view is mapped, and changes nothing.
+// cache's merged view is mapped, and changes nothing; its blocks are
+// checked as they are first read, and should one be damaged, the index
+// is built again as if the view were missing (Index.Err), with ctx's
+// values but not its cancellation, which may have come by then.
 func Build(ctx context.Context, layers []Layer, opts Options) (*Index, error) {
 	for _, l := range layers {
 		if err := l.Digest.Validate(); err != nil {
@@ -107,9 +113,22 @@ func Build(ctx context.Context, layers []Layer, opts Options) (*Index, error) {
 	if opts.CacheDir != "" {
 		cached = viewFile(opts.CacheDir, key)
 		if ix, ok := readView(cached, key, layers); ok {
+			ix.rebuild = func(damage error) (*Index, error) {
+				slog.Warn("the cached index of the base is damaged; rebuilding it", "err", damage)
+				if err := os.Remove(cached); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return nil, err
+				}
+				return buildAndCache(context.WithoutCancel(ctx), layers, opts, key, cached)
+			}
 			return ix, nil
 		}
 	}
+	return buildAndCache(ctx, layers, opts, key, cached)
+}
+
+// buildAndCache builds the index of layers and caches its view at cached
+// (when not "").
+func buildAndCache(ctx context.Context, layers []Layer, opts Options, key [sha256.Size]byte, cached string) (*Index, error) {
 	var warned sync.Once
 	opts.cacheFailed = func(err error) { warned.Do(func() { cacheWarning(err) }) }
 	var gc gcHold

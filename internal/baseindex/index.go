@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Index is the merged filesystem metadata of an image's layers. It is
@@ -34,6 +35,13 @@ type Index struct {
 	listed int
 	// view, when set, holds the nodes instead of chunks and paths.
 	view *view
+	// rebuild builds the index again when the view turns out damaged
+	// (Build sets it); the index it makes answers from then on, or its
+	// error is Err.
+	rebuild   func(damage error) (*Index, error)
+	rebuildMu sync.Once
+	rebuilt   atomic.Pointer[Index]
+	err       error
 
 	// files open the unpacked files of each layer, bottom layer first (nil
 	// for a layer without), for the deferred digests.
@@ -69,10 +77,51 @@ func (ix *Index) find(p string) (*Node, bool) {
 // relative to the image root; a leading slash is ignored and it is
 // cleaned. Implied directories are returned with Implied set.
 func (ix *Index) Lookup(p string) (*Node, bool) {
-	if ix.view != nil {
-		return ix.view.lookup(relPath(p))
+	if v := ix.view; v != nil {
+		if r := ix.rebuilt.Load(); r != nil {
+			return r.Lookup(p)
+		}
+		n, ok := v.lookup(relPath(p))
+		if r, damaged := ix.intact(); damaged {
+			return r.Lookup(p)
+		}
+		return n, ok
 	}
 	return ix.find(relPath(p))
+}
+
+// intact reports whether the view is still intact; if not, it returns
+// the index rebuilt in its place (ix itself, empty, when that failed).
+func (ix *Index) intact() (*Index, bool) {
+	if ix.view.damage() == nil {
+		return nil, false
+	}
+	ix.rebuildMu.Do(func() {
+		r, err := (*Index)(nil), ix.view.damage()
+		if ix.rebuild != nil {
+			r, err = ix.rebuild(err)
+		}
+		if err != nil {
+			if damage := ix.view.damage(); err != damage {
+				err = fmt.Errorf("%w; building the index again: %w", damage, err)
+			}
+			ix.err = err
+			r = &Index{paths: newPathTable(), files: ix.files}
+		}
+		ix.rebuilt.Store(r)
+	})
+	return ix.rebuilt.Load(), true
+}
+
+// Err returns why the index cannot answer: its cached view was damaged
+// and could not be built again. Lookups may then miss paths that are
+// there; every baseindex.Root method returns Err.
+func (ix *Index) Err() error {
+	if ix.view == nil || ix.view.damage() == nil {
+		return nil
+	}
+	ix.intact()
+	return ix.err
 }
 
 // Content returns the content kept for path, without following symlinks.
@@ -83,8 +132,15 @@ func (ix *Index) Lookup(p string) (*Node, bool) {
 // etc/systemd/system/ and lib/systemd/system/. The returned slice must not
 // be modified.
 func (ix *Index) Content(p string) ([]byte, bool) {
-	if ix.view != nil {
-		return ix.view.content(relPath(p))
+	if v := ix.view; v != nil {
+		if r := ix.rebuilt.Load(); r != nil {
+			return r.Content(p)
+		}
+		b, ok := v.content(relPath(p))
+		if r, damaged := ix.intact(); damaged {
+			return r.Content(p)
+		}
+		return b, ok
 	}
 	b, ok := ix.content[relPath(p)]
 	return b, ok
@@ -94,8 +150,15 @@ func (ix *Index) Content(p string) ([]byte, bool) {
 // implied directories included. It returns nil if dir is not a directory.
 // Symlinks are not followed.
 func (ix *Index) ReadDir(dir string) []*Node {
-	if ix.view != nil {
-		return ix.view.readDir(relPath(dir))
+	if v := ix.view; v != nil {
+		if r := ix.rebuilt.Load(); r != nil {
+			return r.ReadDir(dir)
+		}
+		nodes := v.readDir(relPath(dir))
+		if r, damaged := ix.intact(); damaged {
+			return r.ReadDir(dir)
+		}
+		return nodes
 	}
 	d, ok := ix.find(relPath(dir))
 	if !ok || d.Type != Dir {

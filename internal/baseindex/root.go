@@ -11,7 +11,8 @@ import (
 
 // Root is an Index seen as a render.Root: the image's merged filesystem as
 // a node sees it once the image is extracted. It also implements
-// render.SameFiler with the image's hard links.
+// render.SameFiler with the image's hard links. Every method returns
+// the Index's Err, if any, rather than what it found.
 type Root struct{ Index *Index }
 
 func rel(p string) string { return strings.TrimPrefix(p, "/") }
@@ -65,6 +66,14 @@ func (r Root) lstat(p string, digest bool) (manifest.Entry, bool, error) {
 
 // node finds p's node with p's parents resolved.
 func (r Root) node(p string) (*Node, bool, error) {
+	n, ok, err := r.resolveNode(p)
+	if ierr := r.Index.Err(); ierr != nil {
+		return nil, false, ierr
+	}
+	return n, ok, err
+}
+
+func (r Root) resolveNode(p string) (*Node, bool, error) {
 	// Two common cases need no resolving, for a clean path (Lookup would
 	// drop a ".." lexically, before the symlink it follows): no symlink on
 	// the way, as every ancestor of an indexed node is a real directory;
@@ -93,6 +102,14 @@ func (r Root) node(p string) (*Node, bool, error) {
 // ReadFile implements render.Root for the files whose content the index
 // keeps (see Index.Content), following symlinks inside the image.
 func (r Root) ReadFile(p string) ([]byte, error) {
+	b, err := r.readFile(p)
+	if ierr := r.Index.Err(); ierr != nil {
+		return nil, ierr
+	}
+	return b, err
+}
+
+func (r Root) readFile(p string) ([]byte, error) {
 	cur := p
 	for i := 0; i <= render.MaxSymlinks; i++ {
 		rp, err := render.Resolve(r, cur)
@@ -131,6 +148,9 @@ func (r Root) ReadDir(p string) ([]string, error) {
 		return nil, err
 	}
 	nodes := r.Index.ReadDir(rel(rp))
+	if err := r.Index.Err(); err != nil {
+		return nil, err
+	}
 	names := make([]string, 0, len(nodes))
 	for _, n := range nodes {
 		names = append(names, baseName(n.Path))

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"io"
 	"math"
@@ -17,6 +18,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/mcbake/mcbake/internal/atomicdir"
 	"golang.org/x/sys/unix"
@@ -30,31 +33,41 @@ import (
 //	magic    16 bytes  "mcbake baseview\n"
 //	version   4 bytes  little endian, viewVersion
 //	length    8 bytes  little endian, payload length
-//	checksum  4 bytes  little endian, CRC-32C of the payload
+//	checksum  4 bytes  little endian, CRC-32C of the payload's head (key
+//	                   to sums)
 //	payload:
 //	  key      32 bytes  the chain's key (viewKey)
 //	  nodes     4 bytes  the record count
 //	  listed    4 bytes  Index.Len
 //	  flags     4 bytes  viewDeferred if some digest is deferred
-//	  records  nodes × recordSize bytes, every node of the index
-//	           (implied directories and the root included), sorted by
-//	           parent path, then name
-//	  strings  the rest: parent paths, names, targets and kept contents,
-//	           which records refer to by offset and length
+//	  blocks    4 bytes  the body's count of viewBlock-byte blocks (the
+//	                     last one may be shorter)
+//	  sums     blocks × 4 bytes, the CRC-32C of each block of the body
+//	  body:
+//	    records  nodes × recordSize bytes, every node of the index
+//	             (implied directories and the root included), sorted by
+//	             parent path, then name
+//	    strings  the rest: parent paths, names, targets and kept
+//	             contents, which records refer to by offset and length
 //
 // A record, little endian: parent, name, target, linked target and
 // content refs (offset and length, 4 bytes each), size (8), mode, uid,
 // gid (4 each), type, linked type, flags (recordImplied, recordContent,
 // recordDeferred) and a pad byte, digest (32). The root has an empty
-// parent and name. The checksum catches a damaged or truncated file; the
-// cache is trusted like the rest of the user's cache directory, but every
-// reference is bounds-checked when the file is read. Bump viewVersion
-// whenever the encoding or what an Index holds changes.
+// parent and name. The checksums catch a damaged or truncated file: the
+// head's when the file is opened, and a block's the first time a lookup
+// reads it, so that a warm build reads (and pages in) the few dozen
+// blocks its lookups touch, not the whole file. A block found damaged
+// then has the index built again (Index.Err). The cache is trusted like
+// the rest of the user's cache directory, but every reference is
+// bounds-checked when the file is read. Bump viewVersion whenever the
+// encoding or what an Index holds changes.
 const (
 	viewMagic   = "mcbake baseview\n"
-	viewVersion = 1
+	viewVersion = 2
 	viewHeader  = len(viewMagic) + 4 + 8 + 4
-	viewFixed   = sha256.Size + 4 + 4 + 4
+	viewFixed   = sha256.Size + 4 + 4 + 4 + 4
+	viewBlock   = 4096
 	recordSize  = 96
 
 	viewDeferred = 1
@@ -86,12 +99,67 @@ func viewFile(dir string, key [sha256.Size]byte) string {
 
 // view is an Index read from a view file.
 type view struct {
-	recs, strs []byte
+	file string
+	// body is the records and then the strings; sums are the blocks'
+	// checksums, and checked has a bit set for each block that matched.
+	body, sums []byte
+	checked    []atomic.Uint64
+	recsLen    int
 	count      int
+	// bad is the first block found damaged.
+	bad atomic.Pointer[viewDamage]
 	// nodes are the records made Nodes so far, so that a path's node is
 	// always the same pointer.
 	mu    sync.Mutex
 	nodes map[int]*Node
+}
+
+// viewDamage is a view file's block that does not match its checksum.
+type viewDamage struct {
+	file  string
+	block int
+}
+
+func (d *viewDamage) Error() string {
+	return fmt.Sprintf("cached base index %s: block %d does not match its checksum", d.file, d.block)
+}
+
+// damage returns the first damaged block found, or nil.
+func (v *view) damage() error {
+	if d := v.bad.Load(); d != nil {
+		return d
+	}
+	return nil
+}
+
+// bytes returns the n bytes of the body at off, which the caller has
+// bounds-checked, once every block they lie in matched its checksum; nil
+// if one does not.
+func (v *view) bytes(off, n int) []byte {
+	if n == 0 {
+		return v.body[off:off]
+	}
+	for b := off / viewBlock; b <= (off+n-1)/viewBlock; b++ {
+		if !v.check(b) {
+			return nil
+		}
+	}
+	return v.body[off : off+n]
+}
+
+// check reports whether block b matches its checksum, computing it the
+// first time.
+func (v *view) check(b int) bool {
+	w, bit := &v.checked[b/64], uint64(1)<<(b%64)
+	if w.Load()&bit != 0 {
+		return true
+	}
+	if crc32.Checksum(v.body[b*viewBlock:min((b+1)*viewBlock, len(v.body))], crcTable) != binary.LittleEndian.Uint32(v.sums[4*b:]) {
+		v.bad.CompareAndSwap(nil, &viewDamage{file: v.file, block: b})
+		return false
+	}
+	w.Or(bit)
+	return true
 }
 
 // readView returns the index cached at file for the chain key, or false
@@ -108,13 +176,15 @@ func readView(file string, key [sha256.Size]byte, layers []Layer) (*Index, bool)
 		unmap()
 		return nil, false
 	}
+	v.file = file
 	// Nothing outside the view points into the mapping: nodes and
 	// contents are copies.
 	runtime.AddCleanup(v, func(unmap func()) { unmap() }, unmap)
 	return &Index{view: v, listed: listed, files: unpackedFiles(layers)}, true
 }
 
-// mapFile maps a file read-only.
+// mapFile maps a file read-only. A view's blocks are paged in as they are
+// looked up.
 func mapFile(file string) (b []byte, unmap func(), ok bool) {
 	f, err := os.Open(file)
 	if err != nil {
@@ -138,33 +208,51 @@ func openView(b []byte, key [sha256.Size]byte, layers []Layer) (*view, int, bool
 		return nil, 0, false
 	}
 	h, p := b[len(viewMagic):viewHeader], b[viewHeader:]
-	if binary.LittleEndian.Uint32(h) != viewVersion || binary.LittleEndian.Uint64(h[4:]) != uint64(len(p)) ||
-		binary.LittleEndian.Uint32(h[12:]) != crc32.Checksum(p, crcTable) || !bytes.Equal(p[:sha256.Size], key[:]) {
+	if binary.LittleEndian.Uint32(h) != viewVersion || binary.LittleEndian.Uint64(h[4:]) != uint64(len(p)) {
 		return nil, 0, false
 	}
 	fixed := p[sha256.Size:viewFixed]
 	count, listed, flags := binary.LittleEndian.Uint32(fixed), binary.LittleEndian.Uint32(fixed[4:]), binary.LittleEndian.Uint32(fixed[8:])
-	body := p[viewFixed:]
-	if uint64(count)*recordSize > uint64(len(body)) {
+	blocks := uint64(binary.LittleEndian.Uint32(fixed[12:]))
+	head := uint64(viewFixed) + 4*blocks
+	if head > uint64(len(p)) {
+		return nil, 0, false
+	}
+	body := p[head:]
+	if blocks != blocksOf(uint64(len(body))) || binary.LittleEndian.Uint32(h[12:]) != crc32.Checksum(p[:head], crcTable) ||
+		!bytes.Equal(p[:sha256.Size], key[:]) || uint64(count)*recordSize > uint64(len(body)) {
 		return nil, 0, false
 	}
 	if flags&viewDeferred != 0 && slices.ContainsFunc(layers, func(l Layer) bool { return l.Unpacked == nil }) {
 		return nil, 0, false
 	}
-	v := &view{recs: body[:int(count)*recordSize], strs: body[int(count)*recordSize:], count: int(count), nodes: map[int]*Node{}}
+	v := &view{body: body, sums: p[viewFixed:head], checked: make([]atomic.Uint64, (blocks+63)/64),
+		recsLen: int(count) * recordSize, count: int(count), nodes: map[int]*Node{}}
 	return v, int(listed), true
 }
 
-func (v *view) rec(i int) []byte { return v.recs[i*recordSize : (i+1)*recordSize] }
+// blocksOf returns the count of blocks of a body of n bytes.
+func blocksOf(n uint64) uint64 { return (n + viewBlock - 1) / viewBlock }
+
+// zeroRecord is what a record in a damaged block reads as.
+var zeroRecord [recordSize]byte
+
+func (v *view) rec(i int) []byte {
+	if r := v.bytes(i*recordSize, recordSize); r != nil {
+		return r
+	}
+	return zeroRecord[:]
+}
 
 // ref returns the string a record refers to at k; a reference outside
-// the strings (which the checksum rules out) reads as "".
+// the strings (which the checksums rule out) or into a damaged block
+// reads as "".
 func (v *view) ref(r []byte, k int) []byte {
 	off, n := uint64(binary.LittleEndian.Uint32(r[k:])), uint64(binary.LittleEndian.Uint32(r[k+4:]))
-	if off+n > uint64(len(v.strs)) {
+	if off+n > uint64(len(v.body)-v.recsLen) {
 		return nil
 	}
-	return v.strs[off : off+n]
+	return v.bytes(v.recsLen+int(off), int(n))
 }
 
 // compare orders record i against the key (parent, name).
@@ -200,7 +288,7 @@ func (v *view) lookup(p string) (*Node, bool) {
 }
 
 // node returns record i as a Node, the same pointer every time. A
-// record's type that is none (which the checksum rules out) reads as a
+// record's type that is none (which the checksums rule out) reads as a
 // FIFO, which nothing follows or reads.
 func (v *view) node(i int) *Node {
 	v.mu.Lock()
@@ -298,18 +386,31 @@ func writeView(file string, key [sha256.Size]byte, ix *Index) error {
 		flags |= viewDeferred
 	}
 	fixed = binary.LittleEndian.AppendUint32(fixed, flags)
-	length := uint64(len(fixed)) + uint64(count)*recordSize + strsLen
-	var cw crcWriter
+	bodyLen := uint64(count)*recordSize + strsLen
+	blocks := blocksOf(bodyLen)
+	if blocks > math.MaxUint32 {
+		return nil
+	}
+	fixed = binary.LittleEndian.AppendUint32(fixed, uint32(blocks))
+	length := uint64(len(fixed)) + 4*blocks + bodyLen
+	bw := blockWriter{sums: make([]byte, 0, 4*blocks)}
 	return writeFileAtomically(file, func(w *bufio.Writer) error {
-		cw.w = w
-		if _, err := w.Write(viewHeaderOf(length, 0)); err != nil { // the checksum comes last
+		// The head, checksums included, is written over this at the end.
+		if _, err := w.Write(make([]byte, uint64(viewHeader)+uint64(len(fixed))+4*blocks)); err != nil {
 			return err
 		}
-		cw.Write(fixed)
-		writeRecords(&cw, groups, ix)
-		writeStrings(&cw, groups, ix)
+		bw.w = w
+		writeRecords(&bw, groups, ix)
+		writeStrings(&bw, groups, ix)
+		bw.finish()
+		if n := uint64(len(bw.sums)) / 4; n != blocks {
+			return fmt.Errorf("wrote a view of %d blocks, %d counted", n, blocks)
+		}
 		return nil
-	}, func() []byte { return viewHeaderOf(length, cw.crc) })
+	}, func() []byte {
+		crc := crc32.Update(crc32.Checksum(fixed, crcTable), crcTable, bw.sums)
+		return slices.Concat(viewHeaderOf(length, crc), fixed, bw.sums)
+	})
 }
 
 // kept returns n's kept content.
@@ -348,7 +449,7 @@ func writeRecords(w io.Writer, groups []dirGroup, ix *Index) {
 }
 
 // writeStrings writes the strings writeRecords referred to.
-func writeStrings(w *crcWriter, groups []dirGroup, ix *Index) {
+func writeStrings(w *blockWriter, groups []dirGroup, ix *Index) {
 	for _, g := range groups {
 		w.WriteString(g.dir)
 		for _, n := range g.nodes {
@@ -379,21 +480,41 @@ func encodeRecord(r []byte, n *Node) {
 	copy(r[64:], n.Digest[:])
 }
 
-// crcWriter checksums what it writes to a file's buffered writer, which
-// reports any error at its Flush.
-type crcWriter struct {
-	w   *bufio.Writer
-	crc uint32
+// blockWriter writes a view's body to a file's buffered writer, which
+// reports any error at its Flush, and appends each block's checksum to
+// sums.
+type blockWriter struct {
+	w    *bufio.Writer
+	sums []byte
+	crc  uint32
+	n    int // bytes of the block being written
 }
 
-func (c *crcWriter) Write(b []byte) (int, error) {
-	c.crc = crc32.Update(c.crc, crcTable, b)
-	return c.w.Write(b)
+func (b *blockWriter) Write(p []byte) (int, error) {
+	written := len(p)
+	b.w.Write(p)
+	for len(p) > 0 {
+		k := min(len(p), viewBlock-b.n)
+		b.crc = crc32.Update(b.crc, crcTable, p[:k])
+		b.n += k
+		p = p[k:]
+		if b.n == viewBlock {
+			b.finish()
+		}
+	}
+	return written, nil
 }
 
-func (c *crcWriter) WriteString(s string) (int, error) {
-	c.crc = updateString(c.crc, s)
-	return c.w.WriteString(s)
+func (b *blockWriter) WriteString(s string) (int, error) {
+	return b.Write(unsafe.Slice(unsafe.StringData(s), len(s))) // only read
+}
+
+// finish ends the block being written, if any.
+func (b *blockWriter) finish() {
+	if b.n > 0 {
+		b.sums = binary.LittleEndian.AppendUint32(b.sums, b.crc)
+		b.crc, b.n = 0, 0
+	}
 }
 
 // dirGroup is a directory's path and its children sorted by name; the

@@ -1,0 +1,160 @@
+package baseindex_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mcbake/mcbake/internal/baseindex"
+)
+
+// viewLayers make a view of many blocks whose last block holds nothing
+// but the end of the target of zzz/b: the last string written, after
+// that of zzz/a, as long.
+func viewLayers(t *testing.T) ([]*testLayer, string) {
+	entries := []ent{file("etc/passwd", "root:x:0:0::/root:/bin/bash\n")}
+	for i := range 400 {
+		entries = append(entries, file(fmt.Sprintf("usr/share/many/file-with-a-long-name-%04d", i), "x"))
+	}
+	long := "/" + strings.Repeat("t", 4000)
+	entries = append(entries, symlink("zzz/a", long), symlink("zzz/b", long))
+	return gzLayers(t, entries), long
+}
+
+// damageLastBlock flips the view file's last byte.
+func damageLastBlock(t *testing.T, dir string) string {
+	t.Helper()
+	view := viewFiles(t, dir)[0]
+	b, err := os.ReadFile(view)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-1] ^= 1
+	if err := os.WriteFile(view, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return view
+}
+
+// failing returns the layers with an Open that fails.
+func failing(layers []*testLayer) []baseindex.Layer {
+	out := descriptors(layers)
+	for i := range out {
+		out[i].Open = func(context.Context) (io.ReadCloser, error) { return nil, errors.New("no blob here") }
+	}
+	return out
+}
+
+// TestViewChecksOnlyWhatItReads: a warm Build checks none of the view's
+// blocks but its head, and a lookup checks the few it reads.
+func TestViewChecksOnlyWhatItReads(t *testing.T) {
+	dir := t.TempDir()
+	layers, _ := viewLayers(t)
+	opts := baseindex.Options{CacheDir: dir}
+	if _, err := baseindex.Build(context.Background(), descriptors(layers), opts); err != nil {
+		t.Fatal(err)
+	}
+	warm, err := baseindex.Build(context.Background(), unopenable(t, layers), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked, blocks := baseindex.CheckedBlocks(warm)
+	if blocks < 10 || checked != 0 {
+		t.Fatalf("after a warm Build, %d of %d blocks checked, want 0 of at least 10", checked, blocks)
+	}
+	if n, ok := warm.Lookup("etc/passwd"); !ok || n.Size != 28 {
+		t.Fatalf("Lookup(etc/passwd) = %+v, %v", n, ok)
+	}
+	if checked, _ = baseindex.CheckedBlocks(warm); checked == 0 || checked > blocks/2 {
+		t.Errorf("one lookup checked %d of %d blocks", checked, blocks)
+	}
+}
+
+// TestDamagedViewBlockRebuilds: a block that does not match its checksum,
+// found by a lookup after Build returned, has the index built again from
+// the layers' cache files, which answers that lookup and every later one;
+// the view is cached again.
+func TestDamagedViewBlockRebuilds(t *testing.T) {
+	dir := t.TempDir()
+	layers, long := viewLayers(t)
+	opts := baseindex.Options{CacheDir: dir}
+	if _, err := baseindex.Build(context.Background(), descriptors(layers), opts); err != nil {
+		t.Fatal(err)
+	}
+	good, err := os.ReadFile(viewFiles(t, dir)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := damageLastBlock(t, dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	warm, err := baseindex.Build(ctx, unopenable(t, layers), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel() // the rebuild does not depend on Build's context
+	if _, ok := warm.Lookup("etc/passwd"); !ok || warm.Err() != nil {
+		t.Fatalf("Lookup(etc/passwd) in the intact blocks: %v, Err() = %v", ok, warm.Err())
+	}
+	n, ok := warm.Lookup("zzz/b")
+	if !ok || n.Target != long {
+		t.Fatalf("Lookup(zzz/b) over the damaged block = %v, %v; want the symlink", n, ok)
+	}
+	if err := warm.Err(); err != nil {
+		t.Fatalf("Err() = %v after a rebuild from the layers' cache files", err)
+	}
+	if e, ok, err := (baseindex.Root{Index: warm}).Lstat("/zzz/b"); err != nil || !ok || e.Target != long {
+		t.Errorf("Root.Lstat(/zzz/b) = %v, %v, %v", e, ok, err)
+	}
+	if b, err := os.ReadFile(view); err != nil || string(b) != string(good) {
+		t.Errorf("the view after the rebuild: %v; same bytes as the first: %v", err, string(b) == string(good))
+	}
+}
+
+// TestDamagedViewBlockFails: when the index cannot be built again, the
+// damage is Err, which every Root method returns, naming the view file;
+// the view is removed, so that the next Build builds it.
+func TestDamagedViewBlockFails(t *testing.T) {
+	dir := t.TempDir()
+	layers, _ := viewLayers(t)
+	opts := baseindex.Options{CacheDir: dir}
+	if _, err := baseindex.Build(context.Background(), descriptors(layers), opts); err != nil {
+		t.Fatal(err)
+	}
+	view := damageLastBlock(t, dir)
+	if err := os.RemoveAll(filepath.Join(dir, "layers")); err != nil {
+		t.Fatal(err)
+	}
+	warm, err := baseindex.Build(context.Background(), failing(layers), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := baseindex.Root{Index: warm}
+	if _, ok, err := root.Lstat("/etc/passwd"); !ok || err != nil {
+		t.Fatalf("Root.Lstat(/etc/passwd) in the intact blocks = %v, %v", ok, err)
+	}
+	_, _, err = root.Lstat("/zzz/b")
+	if err == nil || !strings.Contains(err.Error(), view+": block ") || !strings.Contains(err.Error(), "no blob here") {
+		t.Fatalf("Root.Lstat(/zzz/b) error = %v, want the damaged block of %s and the rebuild's error", err, view)
+	}
+	if !errors.Is(warm.Err(), err) && warm.Err().Error() != err.Error() {
+		t.Errorf("Err() = %v, want %v", warm.Err(), err)
+	}
+	// Once damaged, every method fails, even for what the view had.
+	if _, _, err := root.Lstat("/etc/passwd"); err == nil {
+		t.Error("Root.Lstat(/etc/passwd) after the damage: no error")
+	}
+	if _, err := root.ReadFile("/etc/passwd"); err == nil {
+		t.Error("Root.ReadFile(/etc/passwd) after the damage: no error")
+	}
+	if _, err := root.ReadDir("/etc"); err == nil {
+		t.Error("Root.ReadDir(/etc) after the damage: no error")
+	}
+	if _, err := os.Stat(view); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the damaged view: %v, want it removed", err)
+	}
+}
