@@ -2,6 +2,8 @@ package machineconfig
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -32,6 +34,11 @@ var jsonStreams = []string{
 	`[{"a":1}]`,
 	`{"a":1} [1]`,
 	`{"a":1} ---`,
+	// What a List is, as encoding/json reads its kind and items.
+	`{"kind":"List","items":[{"kind":"MachineConfig"},{}]}`, `{"kind":"MachineConfigList","items":null}`,
+	`{"Kind":"List","items":[{"a":1}]}`, `{"KIND":"MachineConfigList","Items":[{}]}`, `{"kind":"MachineConfig","items":5}`,
+	`{"kind":"MachineConfig","ITEMS":[]}`, `{"kind":5}`, `{"kind":null}`, `{"kind":"MachineConfig","Kind":"List"}`,
+	`{"kind":"List"}`, `{"kinds":"List","item":[]}`,
 	// Not plain JSON: read as YAML, which folds or refuses these.
 	"{\"a\":\"x\u0085y\"}", "{\"a\":\"x\u2028  y\"}", "{\"a\":\"x  \u2029y\"}", "{\"a\":\"\xff\"}",
 	"{\"a\":\"\x7f\"}", `{"a":"\ud800"}`, `{"a":"\uDE00"}`,
@@ -55,6 +62,10 @@ func TestJSONDocumentsAsYAML(t *testing.T) {
 			t.Fatal(err)
 		}
 		inputs = append(inputs, string(b))
+		// A rendered MachineConfig is read once, not again for its kind.
+		if docs, _, ok := jsonDocuments(b); !ok || len(docs) != 1 || !docs[0].single {
+			t.Errorf("%s: read as JSON %v, %d documents; want one known to be a single object", f, ok, len(docs))
+		}
 	}
 	read := 0
 	for _, in := range inputs {
@@ -86,16 +97,34 @@ func checkJSONAsYAML(t *testing.T, data []byte) bool {
 	if err != nil && len(want) < len(docs) {
 		docs = docs[:len(want)] // the documents before YAML's error
 	}
-	if !slices.EqualFunc(want, docs, func(a, b Document) bool { return a.Index == b.Index && bytes.Equal(a.JSON, b.JSON) }) {
-		if diff := cmp.Diff(want, docs); diff != "" {
+	if !slices.EqualFunc(want, docs, func(a, b Document) bool {
+		return a.Index == b.Index && bytes.Equal(a.JSON, b.JSON) && a.single == b.single
+	}) {
+		if diff := cmp.Diff(want, docs, cmp.AllowUnexported(Document{})); diff != "" {
 			t.Fatalf("%.60q: the JSON and YAML readings differ (-yaml +json):\n%s", data, diff)
 		}
 	}
+	checkObjects(t, data, docs)
+	checkObjects(t, data, want)
 	var h butaneHead
 	if !variant && yaml.Unmarshal(data, &h) == nil && h.Variant != "" {
 		t.Fatalf("%.60q: no variant read as JSON, variant %q read as YAML", data, h.Variant)
 	}
 	return true
+}
+
+// checkObjects checks that a document's objects are what documentObjects
+// makes of its JSON, error included, whether or not it is known to be a
+// single object.
+func checkObjects(t *testing.T, data []byte, docs []Document) {
+	t.Helper()
+	for _, d := range docs {
+		got, gotErr := d.objects()
+		want, wantErr := documentObjects(d.JSON)
+		if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || !slices.EqualFunc(got, want, func(a, b json.RawMessage) bool { return bytes.Equal(a, b) }) {
+			t.Fatalf("%.60q: document %d (single %v): objects() = %d, %v; documentObjects() = %d, %v", data, d.Index, d.single, len(got), gotErr, len(want), wantErr)
+		}
+	}
 }
 
 // FuzzJSONDocuments checks checkJSONAsYAML on arbitrary bytes.

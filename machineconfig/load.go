@@ -243,7 +243,7 @@ func parseStream(file string, data []byte, cache validCache) ([]*MachineConfig, 
 	var mcs []*MachineConfig
 	var errs []error
 	for _, doc := range docs {
-		objs, err := documentObjects(doc.JSON)
+		objs, err := doc.objects()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: document %d: %w", file, doc.Index, err))
 			continue
@@ -269,6 +269,37 @@ type Document struct {
 	// Index counts the stream's documents from 1, empty ones included.
 	Index int
 	JSON  []byte
+	// single is set when the document is known to be one object, not a
+	// List (see single).
+	single bool
+}
+
+// objects returns the document's objects (documentObjects).
+func (d Document) objects() ([]json.RawMessage, error) {
+	if d.single {
+		return []json.RawMessage{d.JSON}, nil
+	}
+	return documentObjects(d.JSON)
+}
+
+// single reports whether documentObjects would return a decoded JSON
+// object as it is, telling by its keys rather than by decoding it again:
+// its only key that encoding/json would read as kind (which matches
+// names in any case) is "kind", a string that names no List, and none
+// is read as items.
+func single(obj map[string]any) bool {
+	for k, v := range obj {
+		switch {
+		case strings.EqualFold(k, "items"):
+			return false
+		case strings.EqualFold(k, "kind"):
+			kind, ok := v.(string)
+			if k != "kind" || !ok || kind == "List" || kind == "MachineConfigList" {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Documents decodes a YAML stream (JSON is YAML) with a YAML parser, not
@@ -315,7 +346,8 @@ func yamlDocuments(data []byte) ([]Document, error) {
 		if err != nil {
 			return docs, fmt.Errorf("document %d: %w", i, err)
 		}
-		docs = append(docs, Document{Index: i, JSON: js})
+		m, isMap := obj.(map[string]any)
+		docs = append(docs, Document{Index: i, JSON: js, single: isMap && single(m)})
 	}
 }
 
@@ -355,7 +387,7 @@ func jsonDocuments(data []byte) (docs []Document, variant, ok bool) {
 		if err != nil {
 			return nil, false, false
 		}
-		docs = append(docs, Document{Index: i, JSON: js})
+		docs = append(docs, Document{Index: i, JSON: js, single: single(obj)})
 	}
 }
 
