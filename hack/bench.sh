@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make bench: mcbake against its anchors, in one run, printing absolute
-# times and the ratios the targets are stated in (medians of BENCH_RUNS).
+# times and the ratios the targets are stated in (medians of BENCH_RUNS;
+# of BENCH_WARM_RUNS, timed to the microsecond, for the warm ones).
 #
 # 1. A generated RHCOS-like base (default 1 GiB / 50k files / 8 layers;
 #    BENCH_SIZE, BENCH_FILES, BENCH_LAYERS; BENCH_PLAIN=0 skips it):
@@ -47,6 +48,19 @@ measure() { /usr/bin/time -f '%e %M' -o "$B/time.out" "$@" >/dev/null 2>"$B/cmd.
 median() {
   local ts=()
   for _ in $(seq "$RUNS"); do ts+=("$(measure "$@" | cut -d' ' -f1)"); done
+  printf '%s\n' "${ts[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
+}
+# the median of WARM_RUNS runs of a quick command, seconds, timed to the
+# microsecond (time(1) counts in 10 ms steps)
+WARM_RUNS=${BENCH_WARM_RUNS:-21}
+median_fine() {
+  local ts=() s e
+  for _ in $(seq "$WARM_RUNS"); do
+    s=$EPOCHREALTIME
+    "$@" >/dev/null 2>"$B/cmd.err" || { cat "$B/cmd.err" >&2; exit 1; }
+    e=$EPOCHREALTIME
+    ts+=("$(awk -v s="$s" -v e="$e" 'BEGIN { printf "%.4f", e - s }')")
+  done
   printf '%s\n' "${ts[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0) b = 0.001; printf "%.2f", a / b }'; }
@@ -122,10 +136,10 @@ if [ "${BENCH_PLAIN:-1}" = 1 ]; then
   t_cold=$(median bash -c "$(cold "$B/cache-cold" "$(build_cmd "$base" "oci:$B/out-cold:latest" "$B/cache-cold")")")
   rss_cold_build=$(rm -rf "$B/cache-cold"; measure $(build_cmd "$base" "oci:$B/out-cold:latest" "$B/cache-cold") | cut -d' ' -f2)
   $(build_cmd "$base" "oci:$B/out-warm:latest" "$B/cache-warm") >/dev/null
-  t_warm=$(median $(build_cmd "$base" "oci:$B/out-warm:latest" "$B/cache-warm"))
+  t_warm=$(median_fine $(build_cmd "$base" "oci:$B/out-warm:latest" "$B/cache-warm"))
   t_cold_diff=$(median bash -c "$(cold "$B/cache-diff" "$(diff_cmd "$base" "oci:$B/out-warm:latest" "$B/cache-diff")")")
   rss_cold_diff=$(rm -rf "$B/cache-diff"; measure $(diff_cmd "$base" "oci:$B/out-warm:latest" "$B/cache-diff") | cut -d' ' -f2)
-  t_warm_diff=$(median $(diff_cmd "$base" "oci:$B/out-warm:latest" "$B/cache-warm"))
+  t_warm_diff=$(median_fine $(diff_cmd "$base" "oci:$B/out-warm:latest" "$B/cache-warm"))
   t_buildah=$(buildah_time "oci:$link/base:latest" "oci:$link/out-buildah:latest")
 fi
 
@@ -153,9 +167,9 @@ for f in "${forms[@]}"; do
   cold_b[$f]=$(median bash -c "$(cold "$c" "$(build_cmd "$base" "$out" "$c" "${flags[@]}")")")
   rss[$f]=$(rm -rf "$c"; measure $(build_cmd "$base" "$out" "$c" "${flags[@]}") | cut -d' ' -f2)
   rm -rf "$w"; $(build_cmd "$base" "$out" "$w" "${flags[@]}") >/dev/null
-  warm_b[$f]=$(median $(build_cmd "$base" "$out" "$w" "${flags[@]}"))
+  warm_b[$f]=$(median_fine $(build_cmd "$base" "$out" "$w" "${flags[@]}"))
   cold_d[$f]=$(median bash -c "$(cold "$c" "$(diff_cmd "$base" "$out" "$c" "${flags[@]}")")")
-  warm_d[$f]=$(median $(diff_cmd "$base" "$out" "$w" "${flags[@]}"))
+  warm_d[$f]=$(median_fine $(diff_cmd "$base" "$out" "$w" "${flags[@]}"))
   case $f in
   gzip) buildah_t[$f]=$(buildah_time "oci:$link/ostree:latest" "oci:$link/ostree-out-buildah:latest") ;;
   zstd:chunked) buildah_t[$f]=$(buildah_time "oci:$link/ostree-chunked:latest" "oci:$link/ostree-out-buildah:latest") ;;

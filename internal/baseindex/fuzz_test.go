@@ -3,7 +3,17 @@ package baseindex
 import (
 	"archive/tar"
 	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
 	"testing"
+
+	"github.com/opencontainers/go-digest"
 
 	"github.com/mcbake/mcbake/manifest"
 )
@@ -54,5 +64,74 @@ func FuzzDecodeRecords(f *testing.F) {
 	f.Add("etc\x00passwd", []byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, strs string, recs []byte) {
 		newLayerData(strs).decode(recs)
+	})
+}
+
+// FuzzView looks paths up in a view whose body is arbitrary bytes under
+// matching checksums (a view written by a broken writer): never a panic
+// nor a reference outside the file.
+func FuzzView(f *testing.F) {
+	var tb bytes.Buffer
+	tw := tar.NewWriter(&tb)
+	for _, h := range []*tar.Header{
+		{Name: "etc/", Typeflag: tar.TypeDir, Mode: 0o755},
+		{Name: "etc/passwd", Typeflag: tar.TypeReg, Mode: 0o644, Size: 5},
+		{Name: "etc/l", Typeflag: tar.TypeSymlink, Linkname: "passwd"},
+		{Name: "usr/lib/systemd/system/a.service", Typeflag: tar.TypeLink, Linkname: "etc/passwd"},
+	} {
+		if err := tw.WriteHeader(h); err != nil {
+			f.Fatal(err)
+		}
+		if h.Size > 0 {
+			tw.Write([]byte("root\n"))
+		}
+	}
+	tw.Close()
+	blob := tb.Bytes()
+	l := Layer{Digest: digest.FromBytes(blob), Open: func(context.Context) (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(blob)), nil }}
+	ix, err := Build(context.Background(), []Layer{l}, Options{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	file := filepath.Join(f.TempDir(), "view")
+	key := viewKey([]Layer{l})
+	if err := writeView(file, key, ix); err != nil {
+		f.Fatal(err)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		f.Fatal(err)
+	}
+	p := b[viewHeader:]
+	count := binary.LittleEndian.Uint32(p[sha256.Size:])
+	f.Add(count, p[viewFixed+4*int(binary.LittleEndian.Uint32(p[sha256.Size+12:])):])
+	f.Add(uint32(3), bytes.Repeat([]byte{0xff}, 3*recordSize+10))
+	f.Fuzz(func(t *testing.T, count uint32, body []byte) {
+		var sums []byte
+		for off := 0; off < len(body); off += viewBlock {
+			sums = binary.LittleEndian.AppendUint32(sums, crc32.Checksum(body[off:min(off+viewBlock, len(body))], crcTable))
+		}
+		fixed := binary.LittleEndian.AppendUint32(append(key[:0:0], key[:]...), count)
+		fixed = binary.LittleEndian.AppendUint32(fixed, 1)
+		fixed = binary.LittleEndian.AppendUint32(fixed, 0)
+		fixed = binary.LittleEndian.AppendUint32(fixed, uint32(len(sums)/4))
+		head := append(fixed, sums...)
+		length := uint64(len(head) + len(body))
+		file := slices.Concat(viewHeaderOf(length, crc32.Checksum(head, crcTable)), head, body)
+		v, _, ok := openView(file, key, nil)
+		if !ok {
+			return
+		}
+		ix := &Index{view: v}
+		for _, p := range []string{"", "etc", "etc/passwd", "etc/l", "usr/lib/systemd/system/a.service", "missing"} {
+			if n, ok := ix.Lookup(p); ok {
+				n.Lstat()
+			}
+			ix.Content(p)
+			ix.ReadDir(p)
+		}
+		if ix.Err() != nil {
+			t.Fatalf("Err() = %v for a view whose checksums match", ix.Err())
+		}
 	})
 }

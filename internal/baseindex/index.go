@@ -91,7 +91,8 @@ func (ix *Index) Lookup(p string) (*Node, bool) {
 }
 
 // intact reports whether the view is still intact; if not, it returns
-// the index rebuilt in its place (ix itself, empty, when that failed).
+// the index built again in its place, or an empty one when that failed
+// (Err).
 func (ix *Index) intact() (*Index, bool) {
 	if ix.view.damage() == nil {
 		return nil, false
