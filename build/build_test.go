@@ -3,6 +3,7 @@ package build_test
 import (
 	"archive/tar"
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -990,4 +991,57 @@ type recordingEngine struct{ opts build.Options }
 func (r *recordingEngine) Build(_ context.Context, p *build.Prepared, opts build.Options) (digest.Digest, error) {
 	r.opts = opts
 	return digest.FromBytes(p.ManifestJSON), nil
+}
+
+// TestManifestCache: ManifestOf keeps the manifest of a top layer in the
+// cache directory and reads it from there, without the layer; a cached
+// manifest that the label does not name is not used.
+func TestManifestCache(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	layout := filepath.Join(e.dir, "out")
+	ref := "oci:" + layout + ":latest"
+	res, err := build.Image(ctx, e.options(e.writeBase(t), ref, parityMC(t, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := t.TempDir()
+	_, raw, _, err := image.ManifestOf(ctx, ref, e.images, cache)
+	if err != nil || digest.FromBytes(raw) != res.ManifestDigest {
+		t.Fatalf("ManifestOf() = %v, digest %s; want %s", err, digest.FromBytes(raw), res.ManifestDigest)
+	}
+	im, err := image.Open(ctx, ref, e.images)
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := im.Layers()[len(im.Layers())-1].Digest
+	im.Close()
+	cached := filepath.Join(cache, "manifests", "sha256", top.Encoded())
+	if b, err := os.ReadFile(cached); err != nil || !bytes.Equal(b, raw) {
+		t.Fatalf("cached manifest %s: %v, same bytes: %v", cached, err, bytes.Equal(b, raw))
+	}
+	// Without the top layer's blob, the cache serves.
+	blob := filepath.Join(layout, "blobs", "sha256", top.Encoded())
+	if err := os.Rename(blob, blob+".away"); err != nil {
+		t.Fatal(err)
+	}
+	if m, got, _, err := image.ManifestOf(ctx, ref, e.images, cache); err != nil || !bytes.Equal(got, raw) || m.Base == nil {
+		t.Fatalf("ManifestOf() without the layer = %v, same bytes: %v", err, bytes.Equal(got, raw))
+	}
+	// A cached manifest the label does not name is not used.
+	if err := os.WriteFile(cached, append(bytes.Clone(raw), ' '), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := image.ManifestOf(ctx, ref, e.images, cache); err == nil {
+		t.Fatal("ManifestOf() read a cached manifest that does not match the label")
+	}
+	if err := os.Rename(blob+".away", blob); err != nil {
+		t.Fatal(err)
+	}
+	if _, got, _, err := image.ManifestOf(ctx, ref, e.images, cache); err != nil || !bytes.Equal(got, raw) {
+		t.Fatalf("ManifestOf() over a wrong cached manifest = %v, same bytes: %v", err, bytes.Equal(got, raw))
+	}
+	if b, err := os.ReadFile(cached); err != nil || !bytes.Equal(b, raw) {
+		t.Errorf("the wrong cached manifest was not replaced: %v", err)
+	}
 }

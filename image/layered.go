@@ -11,11 +11,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 
+	digest "github.com/opencontainers/go-digest"
+
+	"github.com/mcbake/mcbake/internal/atomicdir"
 	"github.com/mcbake/mcbake/internal/decompress"
 	"github.com/mcbake/mcbake/manifest"
-	digest "github.com/opencontainers/go-digest"
 )
 
 // Labels and annotations set by a build.
@@ -84,23 +89,64 @@ func findFile(r io.Reader, name string) (_ []byte, err error) {
 			return nil, err
 		}
 		if strings.TrimPrefix(strings.TrimPrefix(h.Name, "./"), "/") == name && h.Typeflag == tar.TypeReg {
-			return io.ReadAll(io.LimitReader(tr, 64<<20))
+			return io.ReadAll(io.LimitReader(tr, maxManifest))
 		}
 	}
 }
 
 // ManifestOf opens the layered image ref, reads its embedded ownership
 // manifest (see ReadManifest) and closes the image. It also returns the
-// manifest's raw bytes and the image's ID.
-func ManifestOf(ctx context.Context, ref string, opts Options) (_ *manifest.Manifest, raw []byte, _ ID, err error) {
+// manifest's raw bytes and the image's ID. With a cacheDir, the manifest
+// of a top layer is kept there, under manifests/<algorithm>/<the layer's
+// digest>, and read from there the next time rather than from the
+// layer; what is read is checked against the manifest-digest label
+// either way.
+func ManifestOf(ctx context.Context, ref string, opts Options, cacheDir string) (_ *manifest.Manifest, raw []byte, _ ID, err error) {
 	im, err := Open(ctx, ref, opts)
 	if err != nil {
 		return nil, nil, ID{}, err // Open names ref
 	}
 	defer func() { err = errors.Join(err, im.Close()) }()
-	m, raw, err := ReadManifest(ctx, im)
+	m, raw, err := readManifestCached(ctx, im, cacheDir)
 	if err != nil {
 		return nil, nil, ID{}, fmt.Errorf("%s: %w", ref, err)
 	}
 	return m, raw, im.ID(), nil
+}
+
+// maxManifest bounds what findFile and the manifest cache read.
+const maxManifest = 64 << 20
+
+// readManifestCached is ReadManifest through the manifest cache in
+// cacheDir (none when ""). The cache is keyed by the top layer's digest,
+// which names the layer's content and so the manifest it holds; a cached
+// manifest that does not match the label (another image's label over
+// the same layer) is not used, and ReadManifest reports the mismatch.
+func readManifestCached(ctx context.Context, im *Image, cacheDir string) (*manifest.Manifest, []byte, error) {
+	want, ls := im.Labels()[LabelManifestDigest], im.Layers()
+	var file string
+	if top := len(ls) - 1; cacheDir != "" && want != "" && top >= 0 && ls[top].Digest.Validate() == nil {
+		file = filepath.Join(cacheDir, "manifests", ls[top].Digest.Algorithm().String(), ls[top].Digest.Encoded())
+		if raw, ok := readCached(file); ok && digest.FromBytes(raw).String() == want {
+			if m, err := manifest.Unmarshal(raw); err == nil {
+				return m, raw, nil
+			}
+		}
+	}
+	m, raw, err := ReadManifest(ctx, im)
+	if err == nil && file != "" {
+		if werr := atomicdir.WriteCacheFile(file, ".mcbake-cache-", raw); werr != nil {
+			slog.Debug("the manifest cache could not be written", "file", file, "err", werr)
+		}
+	}
+	return m, raw, err
+}
+
+// readCached reads a cached manifest of at most maxManifest bytes.
+func readCached(file string) ([]byte, bool) {
+	if fi, err := os.Stat(file); err != nil || !fi.Mode().IsRegular() || fi.Size() > maxManifest {
+		return nil, false
+	}
+	b, err := os.ReadFile(file)
+	return b, err == nil
 }

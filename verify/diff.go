@@ -26,7 +26,9 @@ type DiffOptions struct {
 	MachineConfigs []string
 	Stdin          io.Reader
 	Images         image.Options
-	CacheDir       string
+	// CacheDir holds the index cache and the cache of layered images'
+	// manifests ("" = none).
+	CacheDir string
 	// Progress, when set, is told of the bytes read from each base layer.
 	Progress func(layer string, total, n int64)
 }
@@ -88,7 +90,7 @@ func layeredManifest(ctx context.Context, o DiffOptions) (*manifest.Manifest, re
 		m, err := manifest.ReadFile(o.ManifestFile)
 		return m, revert.ImageRef{Reference: o.ManifestFile}, err
 	}
-	m, _, id, err := image.ManifestOf(ctx, o.Image, o.Images)
+	m, _, id, err := image.ManifestOf(ctx, o.Image, o.Images, o.CacheDir)
 	return m, imageRef(o.Image, id), err
 }
 

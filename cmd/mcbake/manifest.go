@@ -38,10 +38,10 @@ against the io.mcbake.manifest.digest label and prints it.`,
 
 // readEmbedded reads a layered image's embedded manifest.
 func readEmbedded(cmd *cobra.Command, img *imageFlags, ref string) (*manifest.Manifest, []byte, error) {
-	opts, _, err := img.options(cmd)
+	opts, cacheDir, err := img.options(cmd)
 	if err != nil {
 		return nil, nil, err
 	}
-	m, raw, _, err := image.ManifestOf(cmd.Context(), ref, opts)
+	m, raw, _, err := image.ManifestOf(cmd.Context(), ref, opts, cacheDir)
 	return m, raw, err
 }

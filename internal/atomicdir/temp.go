@@ -166,3 +166,31 @@ func staleInit(e os.DirEntry) bool {
 	fi, err := e.Info()
 	return err == nil && time.Since(fi.ModTime()) > time.Minute
 }
+
+// WriteCacheFile writes data to file, making its directory, through a
+// temporary sibling named prefix plus random characters (CreateTemp)
+// renamed into place: a reader sees the old file or the new one. It does
+// not fsync: it is for caches whose readers check what they read.
+func WriteCacheFile(file, prefix string, data []byte) (err error) {
+	dir := filepath.Dir(file)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	t, err := CreateTemp(dir, prefix)
+	if err != nil {
+		return err
+	}
+	defer t.Release()
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, os.Remove(t.Path))
+		}
+	}()
+	if err := os.WriteFile(t.Path, data, 0o644); err != nil {
+		return err
+	}
+	if err := os.Chmod(t.Path, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(t.Path, file)
+}
