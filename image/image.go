@@ -335,6 +335,10 @@ func ociLayerType(mt string, uncompressed bool) (string, error) {
 	return mt, nil
 }
 
+// errClosed is what reading an image's layers after Close returns (an
+// index of them may outlive the image).
+var errClosed = errors.New("the image is closed")
+
 // Close releases the image source and, for containers-storage, the store.
 // It is safe to call more than once.
 func (im *Image) Close() error {
@@ -405,6 +409,9 @@ func (im *Image) OpenLayer(ctx context.Context, d digest.Digest) (io.ReadCloser,
 	i := slices.IndexFunc(im.layers, func(l LayerInfo) bool { return l.Digest == d })
 	if i < 0 {
 		return nil, fmt.Errorf("%s is not a layer of %s", d, im.ref)
+	}
+	if im.src == nil {
+		return nil, fmt.Errorf("opening layer %s: %w", d, errClosed)
 	}
 	rc, _, err := im.src.GetBlob(ctx, im.blobInfo(i), none.NoCache)
 	if err != nil {

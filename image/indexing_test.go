@@ -3,6 +3,7 @@ package image_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -441,4 +442,82 @@ func indexRef(t *testing.T, ref string, opts image.Options, cache string) indexe
 		}
 	}()
 	return indexedRef{index: listIndex(t, b.Index), how: how}
+}
+
+// damageViewBody flips a byte of every block of the body of each view
+// cached in dir (past the head: header, fixed part and block checksums),
+// so that a lookup meets the damage, and removes the layers' cache files,
+// so that building the index again reads the layers.
+func damageViewBody(t *testing.T, dir string) {
+	t.Helper()
+	views, err := filepath.Glob(filepath.Join(dir, "views", "sha256", "*"))
+	if err != nil || len(views) == 0 {
+		t.Fatalf("cached views: %v, %v", views, err)
+	}
+	for _, v := range views {
+		b, err := os.ReadFile(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const header, fixed = 32, 48
+		head := header + fixed + 4*int(binary.LittleEndian.Uint32(b[header+fixed-4:]))
+		for off := head + 10; off < len(b); off += 4096 {
+			b[off] ^= 0xff
+		}
+		if err := os.WriteFile(v, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "layers")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDamagedViewAfterClose: an index read from a cached view may
+// outlive its image; should a damaged block then have it built again
+// from layers that can no longer be read, lookups fail with that error,
+// and never panic. While the image is open, the index is built again.
+func TestDamagedViewAfterClose(t *testing.T) {
+	for _, f := range indexingBase(t) {
+		t.Run(f.name, func(t *testing.T) {
+			ctx := context.Background()
+			cache := t.TempDir()
+			bo := image.BaseOptions{Images: f.opts, CacheDir: cache}
+			want := func() manifest.Entry {
+				b, err := image.OpenBase(ctx, f.ref, bo)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer b.Close()
+				e, ok, err := b.Tree().Lstat("/etc/passwd")
+				if err != nil || !ok {
+					t.Fatalf("Lstat(/etc/passwd) = %v, %v", ok, err)
+				}
+				return e
+			}()
+			for _, closed := range []bool{false, true} {
+				damageViewBody(t, cache)
+				b, err := image.OpenBase(ctx, f.ref, bo)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if closed {
+					b.Close()
+				}
+				e, ok, err := b.Tree().Lstat("/etc/passwd")
+				// Only a TOC read from the layout's blob file is there
+				// without the image.
+				if closed && f.how != "toc" {
+					if err == nil || !strings.Contains(err.Error(), "the image is closed") {
+						t.Errorf("Lstat(/etc/passwd) over a damaged view of a closed image = %v, %v; want an error that the image is closed", ok, err)
+					}
+				} else if err != nil || !ok || e != want {
+					t.Errorf("closed %v: Lstat(/etc/passwd) over a damaged view = %+v, %v, %v; want %+v", closed, e, ok, err, want)
+				}
+				if !closed {
+					b.Close()
+				}
+			}
+		})
+	}
 }

@@ -144,9 +144,11 @@ func readManifestCached(ctx context.Context, im *Image, cacheDir string) (*manif
 
 // readCached reads a cached manifest of at most maxManifest bytes.
 func readCached(file string) ([]byte, bool) {
-	if fi, err := os.Stat(file); err != nil || !fi.Mode().IsRegular() || fi.Size() > maxManifest {
+	f, err := os.Open(file)
+	if err != nil {
 		return nil, false
 	}
-	b, err := os.ReadFile(file)
-	return b, err == nil
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxManifest+1))
+	return b, err == nil && len(b) <= maxManifest
 }

@@ -56,6 +56,9 @@ func (im *Image) blobRanges(i int) rangeReader {
 	case supportsGetBlobAt(im.src):
 		info := im.blobInfo(i)
 		return func(ctx context.Context, ranges []baseindex.Range) ([][]byte, error) {
+			if im.src == nil {
+				return nil, errClosed
+			}
 			return remoteRanges(ctx, im.src, info, ranges)
 		}
 	}
@@ -288,6 +291,9 @@ func (im *Image) storageLayers() ([]string, error) {
 // it at GRAPHROOT/DRIVER-layers/ID.tar-split.gz (or under the image
 // store) and has no accessor for it.
 func (im *Image) openTarSplit(id string) (io.ReadCloser, error) {
+	if im.store == nil {
+		return nil, errClosed
+	}
 	name := im.store.GraphDriverName() + "-layers"
 	var firstErr error
 	for _, root := range []string{im.store.GraphRoot(), im.store.ImageStore()} {
@@ -342,7 +348,7 @@ func (gs *getters) get(driver diffGetter, id string) (drivers.FileGetCloser, err
 		return g, nil
 	}
 	if gs.closed {
-		return nil, errors.New("reading a store layer's files: the image is closed")
+		return nil, fmt.Errorf("reading a store layer's files: %w", errClosed)
 	}
 	g, err := driver.DiffGetter(id)
 	if err != nil {

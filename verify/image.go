@@ -34,6 +34,17 @@ type imageInput struct {
 	// revert analysis reads its defaults.
 	builtByOthers bool
 	tree          render.Root
+	// close closes the image tree reads (nil when there is none): its
+	// index reads the layers again should its cached view be damaged.
+	close func() error
+}
+
+// closeImage closes what in keeps open.
+func (in *imageInput) closeImage() error {
+	if in == nil || in.close == nil {
+		return nil
+	}
+	return in.close()
 }
 
 // layerScan is the top layer's content: every entry by absolute path
@@ -53,8 +64,12 @@ func readImage(ctx context.Context, ref string, opts image.BaseOptions, baseDige
 	if err != nil {
 		return nil, err // image.Open names ref
 	}
-	defer func() { err = errors.Join(err, im.Close()) }()
 	in := &imageInput{ref: ref, digest: im.Digest(), labels: im.Labels()}
+	defer func() {
+		if in.close == nil || err != nil {
+			err = errors.Join(err, im.Close())
+		}
+	}()
 	if in.digest == baseDigest {
 		in.isBase = true
 		return in, nil
@@ -64,7 +79,7 @@ func readImage(ctx context.Context, ref string, opts image.BaseOptions, baseDige
 		if err != nil {
 			return nil, fmt.Errorf("indexing %s: %w", ref, err)
 		}
-		in.builtByOthers, in.tree = true, baseindex.Root{Index: ix}
+		in.builtByOthers, in.tree, in.close = true, baseindex.Root{Index: ix}, im.Close
 		return in, nil
 	}
 	layers := im.Layers()

@@ -76,6 +76,7 @@ func Run(ctx context.Context, o Options) (_ *Report, err error) {
 		if img, err = readImage(ctx, o.Image, bo, baseDigest); err != nil {
 			return nil, err
 		}
+		defer func() { err = errors.Join(err, img.closeImage()) }()
 	}
 	c := newChecker(in, b, img, o.StrictRevert)
 	c.run()

@@ -569,7 +569,8 @@ func TestDamagedCachedView(t *testing.T) {
 	}
 	// Past the head (header, fixed part, one checksum a block), a byte
 	// of every block, so that the first lookup meets the damage.
-	head := 28 + 48 + 4*int(binary.LittleEndian.Uint32(good[72:]))
+	const header, fixed = 32, 48 // the block count ends the fixed part
+	head := header + fixed + 4*int(binary.LittleEndian.Uint32(good[header+fixed-4:]))
 	bad := bytes.Clone(good)
 	for off := head + 100; off < len(bad); off += 4096 {
 		bad[off] ^= 0xff

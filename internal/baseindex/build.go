@@ -115,8 +115,11 @@ func Build(ctx context.Context, layers []Layer, opts Options) (*Index, error) {
 		if ix, ok := readView(cached, key, layers); ok {
 			ix.rebuild = func(damage error) (*Index, error) {
 				slog.Warn("the cached index of the base is damaged; rebuilding it", "err", damage)
+				// Removed first, so that a rebuild that fails leaves
+				// nothing damaged for the next run; a cache that cannot
+				// be changed only costs time.
 				if err := os.Remove(cached); err != nil && !errors.Is(err, fs.ErrNotExist) {
-					return nil, err
+					slog.Warn("the damaged cached index could not be removed", "err", err)
 				}
 				return buildAndCache(context.WithoutCancel(ctx), layers, opts, key, cached)
 			}

@@ -14,7 +14,9 @@ import (
 )
 
 // Index is the merged filesystem metadata of an image's layers. It is
-// immutable once built and safe for concurrent use.
+// immutable once built (but for an index read from a damaged view, which
+// switches to the index built again in its place: see Err) and safe for
+// concurrent use.
 //
 // An Index is built in memory, or read from the cache of the merged view
 // (view), which it then looks paths up in where they lie.
@@ -103,8 +105,11 @@ func (ix *Index) intact() (*Index, bool) {
 			r, err = ix.rebuild(err)
 		}
 		if err != nil {
+			// Only the damage is wrapped: a rebuild's error can read as
+			// fs.ErrNotExist (a blob gone), which Root's callers take
+			// for a missing path.
 			if damage := ix.view.damage(); err != damage {
-				err = fmt.Errorf("%w; building the index again: %w", damage, err)
+				err = fmt.Errorf("%w; building the index again: %v", damage, err)
 			}
 			ix.err = err
 			r = &Index{paths: newPathTable(), files: ix.files}

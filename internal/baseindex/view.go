@@ -136,6 +136,9 @@ func (v *view) damage() error {
 // bounds-checked, once every block they lie in matched its checksum; nil
 // if one does not.
 func (v *view) bytes(off, n int) []byte {
+	if v.bad.Load() != nil {
+		return nil // the index is built again: stop reading
+	}
 	if n == 0 {
 		return v.body[off:off]
 	}
@@ -164,8 +167,9 @@ func (v *view) check(b int) bool {
 
 // readView returns the index cached at file for the chain key, or false
 // if there is none usable: any problem makes the caller build it. The
-// file is mapped, not read: the checksum reads it whole, but nothing is
-// copied or decoded except the nodes looked up.
+// file is mapped, not read: only its head is checked here, each block
+// when a lookup first reads it, and nothing is copied or decoded except
+// the nodes looked up.
 func readView(file string, key [sha256.Size]byte, layers []Layer) (*Index, bool) {
 	b, unmap, ok := mapFile(file)
 	if !ok {
@@ -349,7 +353,7 @@ func (v *view) readDir(dir string) []*Node {
 	}
 	db := []byte(dir)
 	var out []*Node
-	for i, _ := v.search(dir, ""); i < v.count && bytes.Equal(v.ref(v.rec(i), 0), db); i++ {
+	for i, _ := v.search(dir, ""); i < v.count && bytes.Equal(v.ref(v.rec(i), 0), db) && v.bad.Load() == nil; i++ {
 		if len(v.ref(v.rec(i), 8)) == 0 {
 			continue // the root, whose parent is "" too
 		}
@@ -403,8 +407,8 @@ func writeView(file string, key [sha256.Size]byte, ix *Index) error {
 		writeRecords(&bw, groups, ix)
 		writeStrings(&bw, groups, ix)
 		bw.finish()
-		if n := uint64(len(bw.sums)) / 4; n != blocks {
-			return fmt.Errorf("wrote a view of %d blocks, %d counted", n, blocks)
+		if bw.total != bodyLen {
+			return fmt.Errorf("wrote a view body of %d bytes, %d counted", bw.total, bodyLen)
 		}
 		return nil
 	}, func() []byte {
@@ -484,15 +488,17 @@ func encodeRecord(r []byte, n *Node) {
 // reports any error at its Flush, and appends each block's checksum to
 // sums.
 type blockWriter struct {
-	w    *bufio.Writer
-	sums []byte
-	crc  uint32
-	n    int // bytes of the block being written
+	w     *bufio.Writer
+	sums  []byte
+	crc   uint32
+	n     int    // bytes of the block being written
+	total uint64 // bytes written
 }
 
 func (b *blockWriter) Write(p []byte) (int, error) {
 	written := len(p)
 	b.w.Write(p)
+	b.total += uint64(written)
 	for len(p) > 0 {
 		k := min(len(p), viewBlock-b.n)
 		b.crc = crc32.Update(b.crc, crcTable, p[:k])

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/mcbake/mcbake/internal/baseindex"
 )
@@ -41,11 +44,14 @@ func damageLastBlock(t *testing.T, dir string) string {
 	return view
 }
 
-// failing returns the layers with an Open that fails.
+// failing returns the layers with an Open that fails as a blob gone
+// does: fs.ErrNotExist.
 func failing(layers []*testLayer) []baseindex.Layer {
 	out := descriptors(layers)
 	for i := range out {
-		out[i].Open = func(context.Context) (io.ReadCloser, error) { return nil, errors.New("no blob here") }
+		out[i].Open = func(context.Context) (io.ReadCloser, error) {
+			return nil, fmt.Errorf("no blob here: %w", fs.ErrNotExist)
+		}
 	}
 	return out
 }
@@ -144,17 +150,51 @@ func TestDamagedViewBlockFails(t *testing.T) {
 	if !errors.Is(warm.Err(), err) && warm.Err().Error() != err.Error() {
 		t.Errorf("Err() = %v, want %v", warm.Err(), err)
 	}
+	// Not a missing path, which Root's callers skip.
+	if errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the error is fs.ErrNotExist: %v", err)
+	}
 	// Once damaged, every method fails, even for what the view had.
 	if _, _, err := root.Lstat("/etc/passwd"); err == nil {
 		t.Error("Root.Lstat(/etc/passwd) after the damage: no error")
 	}
-	if _, err := root.ReadFile("/etc/passwd"); err == nil {
-		t.Error("Root.ReadFile(/etc/passwd) after the damage: no error")
+	if _, err := root.ReadFile("/etc/passwd"); err == nil || errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Root.ReadFile(/etc/passwd) after the damage: %v, want an error that is not fs.ErrNotExist", err)
 	}
 	if _, err := root.ReadDir("/etc"); err == nil {
 		t.Error("Root.ReadDir(/etc) after the damage: no error")
 	}
 	if _, err := os.Stat(view); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the damaged view: %v, want it removed", err)
+	}
+}
+
+// TestDamagedViewReadOnlyCache: a damaged view in a cache that cannot be
+// changed (a read-only mount) is still built again, in memory: nothing
+// fails but the warnings.
+func TestDamagedViewReadOnlyCache(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("not root: cannot mount the cache read-only")
+	}
+	dir := t.TempDir()
+	layers, long := viewLayers(t)
+	opts := baseindex.Options{CacheDir: dir}
+	if _, err := baseindex.Build(context.Background(), descriptors(layers), opts); err != nil {
+		t.Fatal(err)
+	}
+	damageLastBlock(t, dir)
+	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+		t.Skipf("bind mount: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	if err := unix.Mount("", dir, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+		t.Fatalf("read-only remount: %v", err)
+	}
+	warm, err := baseindex.Build(context.Background(), unopenable(t, layers), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := warm.Lookup("zzz/b"); !ok || n.Target != long || warm.Err() != nil {
+		t.Fatalf("Lookup(zzz/b) over the damaged block in a read-only cache = %v, %v; Err() = %v", n, ok, warm.Err())
 	}
 }
