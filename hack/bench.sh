@@ -56,10 +56,10 @@ WARM_RUNS=${BENCH_WARM_RUNS:-21}
 median_fine() {
   local ts=() s e
   for _ in $(seq "$WARM_RUNS"); do
-    s=$EPOCHREALTIME
+    s=${EPOCHREALTIME/[.,]/} # microseconds, whatever the locale's decimal point
     "$@" >/dev/null 2>"$B/cmd.err" || { cat "$B/cmd.err" >&2; exit 1; }
-    e=$EPOCHREALTIME
-    ts+=("$(awk -v s="$s" -v e="$e" 'BEGIN { printf "%.4f", e - s }')")
+    e=${EPOCHREALTIME/[.,]/}
+    ts+=("$(awk -v us=$((e - s)) 'BEGIN { printf "%.6f", us / 1e6 }')")
   done
   printf '%s\n' "${ts[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
 }

@@ -282,8 +282,9 @@ func (d Document) objects() ([]json.RawMessage, error) {
 	return documentObjects(d.JSON)
 }
 
-// single reports whether documentObjects would return a decoded JSON
-// object as it is, telling by its keys rather than by decoding it again:
+// single reports whether documentObjects would return an object that
+// jsonDocuments decoded (so no deeper than encoding/json decodes) as it
+// is, telling by its keys rather than by decoding it again:
 // its only key that encoding/json would read as kind (which matches
 // names in any case) is "kind", a string that names no List, and none
 // is read as items.
@@ -346,8 +347,7 @@ func yamlDocuments(data []byte) ([]Document, error) {
 		if err != nil {
 			return docs, fmt.Errorf("document %d: %w", i, err)
 		}
-		m, isMap := obj.(map[string]any)
-		docs = append(docs, Document{Index: i, JSON: js, single: isMap && single(m)})
+		docs = append(docs, Document{Index: i, JSON: js})
 	}
 }
 

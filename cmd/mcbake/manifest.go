@@ -14,7 +14,8 @@ func newManifestCommand() *cobra.Command {
 		Use:   "manifest IMAGE",
 		Short: "Print the ownership manifest embedded in a layered image",
 		Long: `Manifest reads /usr/share/mcbake/manifest.json from the image's top layer
-(streaming only that layer, and only until the file is found), checks it
+(streaming only that layer, and only until the file is found; or from the
+cache directory, where it is kept by the layer's digest), checks it
 against the io.mcbake.manifest.digest label and prints it.`,
 		Example: `  mcbake manifest oci:layered:latest
   mcbake manifest --summary docker://quay.io/org/worker:4.18 --authfile auth.json`,

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -42,6 +44,11 @@ func Findings() error { return &ExitError{Code: ExitFindings} }
 // Execute runs cmd with args and returns the exit code; errors go to
 // stderr, one line each, prefixed with the command's name.
 func Execute(ctx context.Context, cmd *cobra.Command, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	// Logs, progress and errors share stderr, from several goroutines: a
+	// writer that is not a file (a test's buffer) is locked.
+	if _, isFile := stderr.(*os.File); !isFile {
+		stderr = &syncWriter{w: stderr}
+	}
 	cmd.SetArgs(args)
 	cmd.SetIn(stdin)
 	cmd.SetOut(stdout)
@@ -61,6 +68,18 @@ func Execute(ctx context.Context, cmd *cobra.Command, args []string, stdin io.Re
 		}
 	}
 	return code
+}
+
+// syncWriter serialises writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
 
 // CompleteFormat makes --format complete to text and json.
