@@ -15,6 +15,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/opencontainers/go-digest"
 
+	"github.com/mcbake/mcbake/internal/ocilayout"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/render"
 )
@@ -103,7 +104,7 @@ func writeLayer(dir string, entries []tarEntry, compression string) (lf *layerFi
 		}
 	}()
 	blobHash, tarHash := sha256.New(), sha256.New()
-	counter := &countingWriter{w: io.MultiWriter(f, blobHash)}
+	counter := &ocilayout.CountWriter{W: io.MultiWriter(f, blobHash)}
 	zw, mediaType, err := compressor(counter, compression)
 	if err != nil {
 		return nil, err
@@ -118,7 +119,7 @@ func writeLayer(dir string, entries []tarEntry, compression string) (lf *layerFi
 		path:      f.Name(),
 		digest:    digest.NewDigest(digest.SHA256, blobHash),
 		diffID:    digest.NewDigest(digest.SHA256, tarHash),
-		size:      counter.n,
+		size:      counter.N,
 		mediaType: mediaType,
 	}, nil
 }
@@ -147,15 +148,4 @@ func writeTar(w io.Writer, entries []tarEntry) error {
 		}
 	}
 	return tw.Close()
-}
-
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }
