@@ -17,6 +17,7 @@
 #      gzip cold build                          <= 0.6x decompression
 #      containers-storage, zstd:chunked cold    <= 0.1x decompression (of the gzip form)
 #      warm build <= 30 ms, warm diff <= 15 ms
+#    and `mcbake version`, the floor of every run (package initialisation)
 # 3. Peak memory: the same ostree shape with 500k entries (250k files,
 #    BENCH_MEM_FILES; 256 MiB) in the three forms, a cold build each:
 #      peak RSS <= 200 MB (BENCH_MEM=0 skips it)
@@ -154,6 +155,9 @@ if [ "$(cat "$B/ostree.stamp" 2>/dev/null)" != "$ostamp" ] || { $root && [ ! -d 
 fi
 ogzip="oci:$B/ostree:latest" ochunked="oci:$B/ostree-chunked:latest" ostore="containers-storage:localhost/mcbake-bench/ostree:latest"
 o_gzip=$(median bash -c "$(decompress_cmd "$B/ostree")")
+# what any run of the binary costs before it does anything: the floor
+# under the warm targets
+t_floor=$(median_fine $mcbake version)
 declare -A cold_b warm_b cold_d warm_d rss buildah_t
 forms=(gzip zstd:chunked)
 $root && forms+=(containers-storage)
@@ -228,6 +232,7 @@ fi
 echo
 echo "ostree-shaped base: $OSIZE / $OFILES files (each an object and a hard link) / $OLAYERS layers"
 echo "  decompress the gzip form's layers  ${o_gzip}s      [anchor]"
+echo "  mcbake version (the floor)         ${t_floor}s      $(ms "$t_floor") ms: package initialisation, before any work"
 for f in "${forms[@]}"; do
   case $f in
   gzip) target="<= 0.6x" ;;
