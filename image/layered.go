@@ -135,7 +135,11 @@ func readManifestCached(ctx context.Context, im *Image, cacheDir string) (*manif
 	}
 	m, raw, err := ReadManifest(ctx, im)
 	if err == nil && file != "" {
-		if werr := atomicdir.WriteCacheFile(file, ".mcbake-cache-", raw); werr != nil {
+		werr := atomicdir.WriteCacheFile(file, ".mcbake-cache-", func(f *os.File) error {
+			_, err := f.Write(raw)
+			return err
+		})
+		if werr != nil {
 			slog.Debug("the manifest cache could not be written", "file", file, "err", werr)
 		}
 	}

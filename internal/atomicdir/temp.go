@@ -167,11 +167,13 @@ func staleInit(e os.DirEntry) bool {
 	return err == nil && time.Since(fi.ModTime()) > time.Minute
 }
 
-// WriteCacheFile writes data to file, making its directory, through a
-// temporary sibling named prefix plus random characters (CreateTemp)
-// renamed into place: a reader sees the old file or the new one. It does
+// WriteCacheFile writes file (mode 0644), making its directory, through a
+// temporary sibling named prefix plus random characters (CreateTemp),
+// locked while this run lives so that the next write there sweeps what a
+// killed run left, and renamed into place: a reader sees the old file or
+// the new one. write writes the content to the temporary file. It does
 // not fsync: it is for caches whose readers check what they read.
-func WriteCacheFile(file, prefix string, data []byte) (err error) {
+func WriteCacheFile(file, prefix string, write func(f *os.File) error) (err error) {
 	dir := filepath.Dir(file)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -186,10 +188,15 @@ func WriteCacheFile(file, prefix string, data []byte) (err error) {
 			err = errors.Join(err, os.Remove(t.Path))
 		}
 	}()
-	if err := os.WriteFile(t.Path, data, 0o644); err != nil {
+	f, err := os.OpenFile(t.Path, os.O_WRONLY, 0)
+	if err != nil {
 		return err
 	}
-	if err := os.Chmod(t.Path, 0o644); err != nil {
+	err = f.Chmod(0o644)
+	if err == nil {
+		err = write(f)
+	}
+	if err = errors.Join(err, f.Close()); err != nil {
 		return err
 	}
 	return os.Rename(t.Path, file)

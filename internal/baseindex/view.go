@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -591,39 +590,19 @@ const cacheTempPrefix = ".mcbake-cache-"
 // fsync: a cache file a crash leaves torn fails its checksum and is
 // rebuilt, and syncing fifty of them would cost a cold build tens of
 // milliseconds.
-func writeFileAtomically(file string, write func(w *bufio.Writer) error, header func() []byte) (err error) {
-	dir := filepath.Dir(file)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	// Locked while this run lives, so that the next write in dir sweeps
-	// what a killed run left (atomicdir.CreateTemp).
-	t, err := atomicdir.CreateTemp(dir, cacheTempPrefix)
-	if err != nil {
-		return err
-	}
-	defer t.Release()
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, os.Remove(t.Path))
-		}
-	}()
-	f, err := os.OpenFile(t.Path, os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	err = f.Chmod(0o644)
-	if err == nil {
+func writeFileAtomically(file string, write func(w *bufio.Writer) error, header func() []byte) error {
+	return atomicdir.WriteCacheFile(file, cacheTempPrefix, func(f *os.File) error {
 		bw := bufio.NewWriterSize(f, 256<<10)
-		if err = write(bw); err == nil {
-			err = bw.Flush()
+		if err := write(bw); err != nil {
+			return err
 		}
-	}
-	if err == nil && header != nil {
-		_, err = f.WriteAt(header(), 0)
-	}
-	if err = errors.Join(err, f.Close()); err != nil {
-		return err
-	}
-	return os.Rename(t.Path, file)
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		if header != nil {
+			_, err := f.WriteAt(header(), 0)
+			return err
+		}
+		return nil
+	})
 }
