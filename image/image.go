@@ -406,18 +406,28 @@ func (im *Image) Annotations() map[string]string { return maps.Clone(im.annotati
 // LayerInfo.MediaType). The caller must close it. Reading fails at the end of
 // the stream if the content does not match d.
 func (im *Image) OpenLayer(ctx context.Context, d digest.Digest) (io.ReadCloser, error) {
+	rc, i, err := im.openBlob(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	return verifyingReadCloser{newVerifier(rc, d, im.layers[i].Size), rc}, nil
+}
+
+// openBlob returns layer d's blob as the source serves it, unchecked, and
+// the layer's position.
+func (im *Image) openBlob(ctx context.Context, d digest.Digest) (io.ReadCloser, int, error) {
 	i := slices.IndexFunc(im.layers, func(l LayerInfo) bool { return l.Digest == d })
 	if i < 0 {
-		return nil, fmt.Errorf("%s is not a layer of %s", d, im.ref)
+		return nil, 0, fmt.Errorf("%s is not a layer of %s", d, im.ref)
 	}
 	if im.src == nil {
-		return nil, fmt.Errorf("opening layer %s: %w", d, errClosed)
+		return nil, 0, fmt.Errorf("opening layer %s: %w", d, errClosed)
 	}
 	rc, _, err := im.src.GetBlob(ctx, im.blobInfo(i), none.NoCache)
 	if err != nil {
-		return nil, fmt.Errorf("opening layer %s: %w", d, err)
+		return nil, 0, fmt.Errorf("opening layer %s: %w", d, err)
 	}
-	return verifyingReadCloser{newVerifier(rc, d, im.layers[i].Size), rc}, nil
+	return rc, i, nil
 }
 
 // blobInfo returns layer i as the source expects to be asked for it.

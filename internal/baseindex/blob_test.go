@@ -120,7 +120,7 @@ func TestBlobErrors(t *testing.T) {
 				copy(b[148:156], "garbage!") // the header checksum
 				return newLayer(b, mediaTypes[plain]).Layer
 			},
-			want: `^layer LAYER: reading tar stream: archive/tar: invalid tar header$`,
+			want: `^layer LAYER: reading tar stream: invalid tar header: checksum: invalid octal "garbage!"$`,
 		},
 		{
 			name: "size mismatch",

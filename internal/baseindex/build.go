@@ -47,7 +47,8 @@ type Layer struct {
 	// vouch for it (it is never decompressed whole); containers-storage
 	// has checked it for a layer it keeps unpacked.
 	DiffID digest.Digest
-	// Open returns the compressed blob. Build closes it. It is not called
+	// Open returns the compressed blob. Build closes it, and checks the
+	// size and digest of what it reads: Open need not. It is not called
 	// when the layer's index is cached, nor when TOC or Unpacked serve.
 	Open func(ctx context.Context) (io.ReadCloser, error)
 	// TOC, when set, reads the layer from its table of contents, if its

@@ -6,11 +6,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"hash/crc32"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/opencontainers/go-digest"
@@ -134,4 +137,152 @@ func FuzzView(f *testing.F) {
 			t.Fatalf("Err() = %v for a view whose checksums match", ix.Err())
 		}
 	})
+}
+
+// FuzzTarReader reads arbitrary bytes with tarReader and with archive/tar,
+// the judge: every entry archive/tar reads, tarReader reads the same (the
+// fields mcbake uses and the content), and it fails no earlier. It may
+// read on where archive/tar fails, on fields mcbake does not read, and it
+// stops at a sparse file, which the scan reads with archive/tar.
+func FuzzTarReader(f *testing.F) {
+	for _, seed := range tarSeeds(f) {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		want, werr := readEntries(tar.NewReader(bytes.NewReader(data)))
+		got, gerr := readEntries(newTarReader(bytes.NewReader(data)))
+		n := min(len(got), len(want))
+		if !slices.Equal(got[:n], want[:n]) {
+			t.Fatalf("tarReader read %+v, archive/tar %+v", got, want)
+		}
+		switch {
+		case errors.Is(gerr, errSparse):
+		case gerr != nil && werr == nil:
+			t.Fatalf("tarReader failed where archive/tar did not: %v (after %d entries)", gerr, len(got))
+		case gerr != nil && len(got) < len(want):
+			t.Fatalf("tarReader failed after %d entries (%v), archive/tar after %d (%v)", len(got), gerr, len(want), werr)
+		case werr == nil && len(got) != len(want):
+			t.Fatalf("tarReader read %d entries, archive/tar %d", len(got), len(want))
+		}
+	})
+}
+
+// tarEntry is what mcbake reads of a tar entry.
+type tarEntry struct {
+	name, link string
+	flag       byte
+	mode, size int64
+	uid, gid   int
+	content    [32]byte
+}
+
+// readEntries reads every entry of tr, and every other entry's content,
+// up to the first error.
+func readEntries(tr entryReader) ([]tarEntry, error) {
+	var out []tarEntry
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		e := tarEntry{name: hdr.Name, link: hdr.Linkname, flag: hdr.Typeflag, mode: hdr.Mode, size: hdr.Size, uid: hdr.Uid, gid: hdr.Gid}
+		if len(out)%2 == 0 { // every other entry's content is skipped
+			h := sha256.New()
+			if _, err := io.Copy(h, io.LimitReader(tr, 1<<24)); err != nil {
+				return out, err
+			}
+			h.Sum(e.content[:0])
+		}
+		out = append(out, e)
+	}
+}
+
+// tarSeeds returns tar streams in the formats and shapes layers have:
+// Go's writer in each format, a global header, legacy type flags, a hard
+// link whose size field is set, streams that end early, and the sparse
+// files GNU tar writes.
+func tarSeeds(tb testing.TB) [][]byte {
+	tb.Helper()
+	long := strings.Repeat("long/", 30) + "name"
+	write := func(format tar.Format, hdrs ...*tar.Header) []byte {
+		var b bytes.Buffer
+		tw := tar.NewWriter(&b)
+		for _, h := range hdrs {
+			h.Format = format
+			if h.Typeflag == tar.TypeXGlobalHeader {
+				h.Format = tar.FormatPAX
+			}
+			if err := tw.WriteHeader(h); err != nil {
+				tb.Fatal(err)
+			}
+			if h.Size > 0 {
+				tw.Write(bytes.Repeat([]byte{'x'}, int(h.Size)))
+			}
+		}
+		tw.Close()
+		return b.Bytes()
+	}
+	tree := func() []*tar.Header {
+		return []*tar.Header{
+			{Name: "etc/", Typeflag: tar.TypeDir, Mode: 0o755},
+			{Name: "etc/passwd", Typeflag: tar.TypeReg, Mode: 0o644, Size: 700},
+			{Name: "etc/l", Typeflag: tar.TypeSymlink, Linkname: "passwd", Mode: 0o777},
+			{Name: "etc/h", Typeflag: tar.TypeLink, Linkname: "etc/passwd"},
+			{Name: "dev/null", Typeflag: tar.TypeChar, Devmajor: 1, Devminor: 3},
+		}
+	}
+	var seeds [][]byte
+	for _, format := range []tar.Format{tar.FormatUSTAR, tar.FormatPAX, tar.FormatGNU} {
+		seeds = append(seeds, write(format, tree()...))
+	}
+	seeds = append(seeds,
+		write(tar.FormatPAX, &tar.Header{Name: long, Linkname: long, Typeflag: tar.TypeSymlink}, &tar.Header{Name: "x", Typeflag: tar.TypeReg, Uid: 1 << 30, Size: 3}),
+		write(tar.FormatGNU, &tar.Header{Name: long, Linkname: long, Typeflag: tar.TypeLink}, &tar.Header{Name: "x", Typeflag: tar.TypeReg, Uid: 1 << 40}),
+		write(tar.FormatPAX, &tar.Header{Typeflag: tar.TypeXGlobalHeader, PAXRecords: map[string]string{"comment": "hi"}}, &tar.Header{Name: "a", Typeflag: tar.TypeReg, Size: 1}),
+	)
+	// A legacy "\x00" file and directory, and a hard link with a size
+	// field, which has no content all the same.
+	legacy := write(tar.FormatUSTAR, &tar.Header{Name: "d/", Typeflag: tar.TypeDir}, &tar.Header{Name: "f", Typeflag: tar.TypeReg, Size: 5}, &tar.Header{Name: "h", Typeflag: tar.TypeLink, Linkname: "f"})
+	legacy[156], legacy[blockSize+156] = 0, 0
+	copy(legacy[3*blockSize+124:], "00000000007\x00")
+	for _, at := range []int{0, blockSize, 3 * blockSize} {
+		fixChecksum(legacy[at:])
+	}
+	seeds = append(seeds, legacy)
+	full := write(tar.FormatPAX, tree()...)
+	seeds = append(seeds, full[:len(full)-1024], full[:len(full)-512], full[:3*blockSize+100], full[:2*blockSize-1])
+	return append(seeds, gnuSparseSeeds(tb)...)
+}
+
+// gnuSparseSeeds returns GNU tar's archives of a sparse file, in its GNU
+// and PAX formats (none when there is no GNU tar).
+func gnuSparseSeeds(tb testing.TB) [][]byte {
+	tb.Helper()
+	if _, err := exec.LookPath("tar"); err != nil {
+		return nil
+	}
+	dir := tb.TempDir()
+	f, err := os.Create(filepath.Join(dir, "sparse"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f.WriteAt([]byte("head"), 0)
+	f.WriteAt([]byte("tail"), 1<<20)
+	f.Close()
+	var seeds [][]byte
+	for _, format := range []string{"gnu", "posix"} {
+		out := filepath.Join(dir, format+".tar")
+		if b, err := exec.Command("tar", "--sparse", "--format="+format, "-C", dir, "-cf", out, "sparse").CombinedOutput(); err != nil {
+			tb.Fatalf("tar --sparse: %v: %s", err, b)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		seeds = append(seeds, b)
+	}
+	return seeds
 }

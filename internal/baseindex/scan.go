@@ -93,7 +93,19 @@ func scanLayer(ctx context.Context, l Layer, progress func(digest.Digest, int64)
 
 // scanBlob makes one pass over a layer blob. want holds the indexes of the
 // entries whose content to keep in the scanner's got map.
-func scanBlob(ctx context.Context, l Layer, progress func(digest.Digest, int64), want map[int]bool, skipEstargz bool) (s *scanner, err error) {
+func scanBlob(ctx context.Context, l Layer, progress func(digest.Digest, int64), want map[int]bool, skipEstargz bool) (*scanner, error) {
+	s, err := scanBlobWith(ctx, l, progress, want, skipEstargz, false)
+	if errors.Is(err, errSparse) {
+		// The rare layer with a sparse file is read again, with
+		// archive/tar.
+		return scanBlobWith(ctx, l, progress, want, skipEstargz, true)
+	}
+	return s, err
+}
+
+// scanBlobWith is scanBlob, reading the tar stream with archive/tar if
+// archiveTar is set.
+func scanBlobWith(ctx context.Context, l Layer, progress func(digest.Digest, int64), want map[int]bool, skipEstargz, archiveTar bool) (s *scanner, err error) {
 	if l.Open == nil {
 		return nil, errors.New("layer has no Open function")
 	}
@@ -109,7 +121,7 @@ func scanBlob(ctx context.Context, l Layer, progress func(digest.Digest, int64),
 	blob := newBlobReader(ctx, r, l, progress)
 	br := bufio.NewReaderSize(blob, blobBuffer)
 	s = newScanner(want)
-	s.skipEstargz = skipEstargz
+	s.skipEstargz, s.archiveTar = skipEstargz, archiveTar
 	if l.DiffID != "" && want == nil {
 		if err := l.DiffID.Validate(); err != nil {
 			return nil, fmt.Errorf("diff_id: %w", err)
@@ -117,8 +129,9 @@ func scanBlob(ctx context.Context, l Layer, progress func(digest.Digest, int64),
 		s.diff = l.DiffID.Algorithm().Hash()
 	}
 	if err := s.readBlob(br, l.MediaType); err != nil {
-		if ctx.Err() != nil || isLimit(err) {
-			// A limit refuses the layer whatever the rest of the blob.
+		if ctx.Err() != nil || isLimit(err) || errors.Is(err, errSparse) {
+			// A limit refuses the layer whatever the rest of the blob; a
+			// sparse file has it read again.
 			return nil, err
 		}
 		// A corrupt stream is most likely a corrupt download: say so if
@@ -249,6 +262,9 @@ type scanner struct {
 	got  map[int][]byte
 	// skipEstargz skips eStargz's metadata files.
 	skipEstargz bool
+	// archiveTar reads the stream with archive/tar, which expands sparse
+	// files, rather than tarReader.
+	archiveTar bool
 	// diff, when set, hashes the uncompressed stream, for Layer.DiffID.
 	diff hash.Hash
 	// budget counts the contents kept.
@@ -276,13 +292,24 @@ func newListScanner() *scanner {
 	return &scanner{kept: map[string][]byte{}, scanned: newScanned(), got: map[int][]byte{}, budget: keptBudget{scope: "of this layer"}}
 }
 
-// readTar reads every entry of a tar stream.
-func (s *scanner) readTar(r io.Reader) error { return eachEntry(r, s.add) }
+// readTar reads every entry of a tar stream, with tarReader unless the
+// scanner is told to use archive/tar.
+func (s *scanner) readTar(r io.Reader) error {
+	if s.archiveTar {
+		return eachEntry(tar.NewReader(r), s.add)
+	}
+	return eachEntry(newTarReader(r), s.add)
+}
 
-// eachEntry calls fn with every entry of the tar stream r and a reader of
-// its content; an error names the entry.
-func eachEntry(r io.Reader, fn func(hdr *tar.Header, content io.Reader) error) error {
-	tr := tar.NewReader(r)
+// entryReader reads a tar stream: archive/tar's Reader or tarReader.
+type entryReader interface {
+	Next() (*tar.Header, error)
+	io.Reader
+}
+
+// eachEntry calls fn with every entry of tr and a reader of its content;
+// an error names the entry.
+func eachEntry(tr entryReader, fn func(hdr *tar.Header, content io.Reader) error) error {
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math/bits"
 	"strconv"
 	"strings"
@@ -15,27 +16,61 @@ import (
 // blockSize is a tar block's size.
 const blockSize = 512
 
-// errEndOfArchive is what parseHeader returns for a zero block.
+// errEndOfArchive is what readHeader returns for a zero block.
 var errEndOfArchive = errors.New("end of archive")
 
-// parseHeader parses into hdr the header blocks of one tar entry — PAX extended
-// headers and GNU long names first, then the entry's own header — into
-// the fields mcbake reads: name, type flag, mode, owners, size and link
-// name, with archive/tar's rules (USTAR prefixes, base-256 numbers, PAX
-// path/linkpath/size/uid/gid records, "\x00" type flags). A tar-split
-// segment holds exactly such blocks, and archive/tar's reader checks far
-// more than mcbake needs (each header byte decoded as UTF-8) at a cost
-// that shows at a hundred thousand headers. It returns errEndOfArchive
-// for a zero block.
+// errSparse is what readHeader returns for a sparse file (GNU's old
+// format, or PAX's GNU.sparse records), whose content archive/tar expands
+// from a map: mcbake reads such a layer with archive/tar.
+var errSparse = errors.New("a sparse file")
+
+// maxSpecial is the most data a PAX extended header or a GNU long name or
+// link may have, as archive/tar limits it.
+const maxSpecial = 1 << 20
+
+// parseHeader parses into hdr the header blocks of one tar entry (see
+// readHeader): a tar-split segment holds exactly such blocks. Its name and
+// link name may share the blocks' memory.
 func parseHeader(blocks []byte, hdr *tar.Header) error {
+	next := func(n int64) ([]byte, error) {
+		if n > int64(len(blocks)) {
+			if n == blockSize {
+				return nil, errors.New("truncated tar header")
+			}
+			return nil, errors.New("truncated tar header data")
+		}
+		b := blocks[:n]
+		blocks = blocks[n:]
+		return b, nil
+	}
+	if err := readHeader(next, hdr); err != nil {
+		return err
+	}
+	if !allZero(blocks) {
+		return errors.New("data after a tar header")
+	}
+	return nil
+}
+
+// readHeader reads into hdr the header blocks of one tar entry — PAX
+// extended headers and GNU long names first, then the entry's own header —
+// into the fields mcbake reads: name, type flag, mode, owners, size and
+// link name, with archive/tar's rules (USTAR prefixes, base-256 numbers,
+// PAX path/linkpath/size/uid/gid records, "\x00" type flags, a PAX global
+// header returned as an entry of its own). archive/tar's reader checks far
+// more than mcbake needs (each header byte, to guess the format) at a cost
+// that shows at a hundred thousand headers. next returns the next n bytes
+// (io.EOF when there are none, io.ErrUnexpectedEOF when there are fewer);
+// hdr's name and link name may share their memory. It returns
+// errEndOfArchive for a zero block, and errSparse for a sparse file.
+func readHeader(next func(n int64) ([]byte, error), hdr *tar.Header) error {
 	var pax map[string]string
 	var longName, longLink string
 	for {
-		if len(blocks) < blockSize {
-			return errors.New("truncated tar header")
+		blk, err := next(blockSize)
+		if err != nil {
+			return err
 		}
-		blk := blocks[:blockSize]
-		blocks = blocks[blockSize:]
 		if allZero(blk) {
 			return errEndOfArchive
 		}
@@ -48,26 +83,56 @@ func parseHeader(blocks []byte, hdr *tar.Header) error {
 			return fmt.Errorf("size: %w", err)
 		}
 		switch typ {
-		case tar.TypeXHeader, tar.TypeGNULongName, tar.TypeGNULongLink:
-			n := (size + blockSize - 1) / blockSize * blockSize
-			if size < 0 || n > int64(len(blocks)) {
-				return errors.New("truncated tar header data")
+		case tar.TypeXHeader, tar.TypeXGlobalHeader, tar.TypeGNULongName, tar.TypeGNULongLink:
+			if size < 0 || size > maxSpecial {
+				return fmt.Errorf("a %q header with %d bytes of data (at most %d)", typ, size, maxSpecial)
 			}
-			data := blocks[:size]
-			blocks = blocks[n:]
+			name := cString(blk[0:100]) // next reuses blk's memory
+			data, err := next(size)
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			if err != nil {
+				return err
+			}
 			switch typ {
 			case tar.TypeXHeader:
-				if pax, err = parsePAX(data, pax); err != nil {
+				// Each replaces the records of the one before, as in
+				// archive/tar.
+				if pax, err = parsePAX(data); err != nil {
 					return err
 				}
+			case tar.TypeXGlobalHeader:
+				// An entry of its own, which applies to no other.
+				if _, err := parsePAX(data); err != nil {
+					return err
+				}
+				*hdr = tar.Header{Typeflag: typ, Name: name}
 			case tar.TypeGNULongName:
 				longName = cString(data)
 			default:
 				longLink = cString(data)
 			}
+			// The padding, once data is parsed: next may reuse its memory.
+			// A stream that ends in it ends the archive, as in archive/tar.
+			if _, err := next(-size & (blockSize - 1)); err == io.EOF || err == io.ErrUnexpectedEOF {
+				return io.EOF
+			} else if err != nil {
+				return err
+			}
+			if typ == tar.TypeXGlobalHeader {
+				return nil
+			}
 			continue
+		case tar.TypeGNUSparse:
+			return errSparse
 		}
 		if err := header(hdr, blk, typ, size); err != nil {
+			return err
+		}
+		// PAX records first: a GNU long name or link wins over them, as
+		// in archive/tar.
+		if err := applyPAX(hdr, pax); err != nil {
 			return err
 		}
 		if longName != "" {
@@ -76,20 +141,28 @@ func parseHeader(blocks []byte, hdr *tar.Header) error {
 		if longLink != "" {
 			hdr.Linkname = longLink
 		}
-		if err := applyPAX(hdr, pax); err != nil {
-			return err
-		}
 		if hdr.Typeflag == tar.TypeRegA {
 			hdr.Typeflag = tar.TypeReg
 			if strings.HasSuffix(hdr.Name, "/") {
 				hdr.Typeflag = tar.TypeDir
 			}
 		}
-		if !allZero(blocks) {
-			return errors.New("data after a tar header")
+		if hdr.Size < 0 {
+			return fmt.Errorf("negative size %d", hdr.Size)
 		}
 		return nil
 	}
+}
+
+// dataSize is the size of the content that follows hdr in a tar stream:
+// archive/tar reads none after the header-only types, whatever their size
+// field says.
+func dataSize(hdr *tar.Header) int64 {
+	switch hdr.Typeflag {
+	case tar.TypeLink, tar.TypeSymlink, tar.TypeChar, tar.TypeBlock, tar.TypeDir, tar.TypeFifo, tar.TypeXGlobalHeader:
+		return 0
+	}
+	return hdr.Size
 }
 
 // header parses an entry's own header block into hdr. Its name and link
@@ -112,9 +185,10 @@ func header(hdr *tar.Header, blk []byte, typ byte, size int64) error {
 		}
 		*f.v = int(n)
 	}
-	// USTAR and PAX (magic "ustar\x00", version "00") may split a long
-	// name into a prefix; GNU ("ustar  \x00") keeps other fields there.
-	if string(blk[257:263]) == "ustar\x00" && string(blk[263:265]) == "00" {
+	// USTAR and PAX (magic "ustar\x00"; archive/tar reads no version)
+	// may split a long name into a prefix; GNU ("ustar  \x00") keeps
+	// other fields there.
+	if string(blk[257:263]) == "ustar\x00" {
 		if string(blk[508:512]) == "tar\x00" { // star: a shorter prefix
 			if p := cString(blk[345:476]); p != "" {
 				hdr.Name = p + "/" + hdr.Name
@@ -206,33 +280,58 @@ func parseNumber(b []byte) (int64, error) {
 	return v, nil
 }
 
-// parsePAX adds a PAX extended header's records to pax.
-func parsePAX(data []byte, pax map[string]string) (map[string]string, error) {
-	if pax == nil {
-		pax = map[string]string{}
-	}
-	for len(data) > 0 {
-		sp := bytes.IndexByte(data, ' ')
-		if sp <= 0 {
+// parsePAX parses a PAX extended header's records with archive/tar's
+// rules.
+func parsePAX(data []byte) (map[string]string, error) {
+	pax := map[string]string{}
+	for s := string(data); len(s) > 0; {
+		nStr, rest, ok := strings.Cut(s, " ")
+		n, err := strconv.ParseInt(nStr, 10, 0)
+		if !ok || err != nil || n < 5 || n > int64(len(s)) || n <= int64(len(nStr)+1) {
 			return nil, errors.New("invalid PAX record")
 		}
-		n, err := strconv.Atoi(string(data[:sp]))
-		if err != nil || n <= sp || n > len(data) || data[n-1] != '\n' {
+		n -= int64(len(nStr) + 1)
+		if rest[n-1] != '\n' {
 			return nil, errors.New("invalid PAX record")
 		}
-		k, v, ok := strings.Cut(string(data[sp+1:n-1]), "=")
-		if !ok {
+		k, v, ok := strings.Cut(rest[:n-1], "=")
+		if !ok || !validPAXRecord(k, v) {
 			return nil, errors.New("invalid PAX record")
 		}
 		pax[k] = v
-		data = data[n:]
+		s = rest[n:]
 	}
 	return pax, nil
 }
 
-// applyPAX applies the PAX records mcbake reads.
+// validPAXRecord is archive/tar's check of a PAX record.
+func validPAXRecord(k, v string) bool {
+	if k == "" || strings.Contains(k, "=") {
+		return false
+	}
+	switch k {
+	case "path", "linkpath", "uname", "gname":
+		return !strings.Contains(v, "\x00")
+	}
+	return !strings.Contains(k, "\x00")
+}
+
+// applyPAX applies the PAX records mcbake reads, in a fixed order, so
+// that of two bad records the same one is named every time.
 func applyPAX(hdr *tar.Header, pax map[string]string) error {
-	for k, v := range pax {
+	if len(pax) == 0 {
+		return nil
+	}
+	for k := range pax {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			return errSparse
+		}
+	}
+	for _, k := range [...]string{"path", "linkpath", "size", "uid", "gid"} {
+		v, ok := pax[k]
+		if !ok {
+			continue
+		}
 		var err error
 		switch k {
 		case "path":
@@ -241,7 +340,7 @@ func applyPAX(hdr *tar.Header, pax map[string]string) error {
 			hdr.Linkname = v
 		case "size":
 			hdr.Size, err = strconv.ParseInt(v, 10, 64)
-		case "uid", "gid":
+		default:
 			var n int64
 			if n, err = strconv.ParseInt(v, 10, 64); err == nil && (n != int64(int(n))) {
 				err = errors.New("out of range")

@@ -26,7 +26,7 @@ const Opaque manifest.Type = "opaque"
 // one way mcbake observes a path in a tar layer.
 func Walk(r io.Reader, keep func(path string) bool, maxKeep int64, fn func(e manifest.Entry, content []byte) error) error {
 	w := walker{keep: keep, maxKeep: maxKeep, fn: fn}
-	return eachEntry(r, w.entry)
+	return eachEntry(tar.NewReader(r), w.entry)
 }
 
 type walker struct {
