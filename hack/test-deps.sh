@@ -4,13 +4,14 @@
 # docker-registry for the registry tests; busybox-static for `make image`
 # (with ca-certificates); qemu, mmdebstrap and e2fsprogs for
 # internal/ostreevm; libblkid's headers for building ignition in
-# internal/ignitiontest) when they are missing. Needs root for apt-get;
+# internal/ignitiontest; ISA-L's, for the isal build tag's gzip decoder)
+# when they are missing. Needs root for apt-get;
 # otherwise it only says what is missing, and the tests that need them skip.
 set -euo pipefail
 need=()
 for pair in ostree:ostree skopeo:skopeo umoci:umoci buildah:buildah crun:crun systemctl:systemd \
     docker-registry:docker-registry /bin/busybox:busybox-static /etc/ssl/certs/ca-certificates.crt:ca-certificates \
-    /usr/include/blkid/blkid.h:libblkid-dev \
+    /usr/include/blkid/blkid.h:libblkid-dev /usr/include/isa-l/igzip_lib.h:libisal-dev \
     qemu-system-x86_64:qemu-system-x86 mmdebstrap:mmdebstrap debugfs:e2fsprogs; do
   cmd=${pair%%:*} pkg=${pair##*:}
   if [[ $cmd == /* ]]; then [ -e "$cmd" ] || need+=("$pkg"); continue; fi

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcbake/mcbake/cmd/internal/cli"
 	"github.com/mcbake/mcbake/image"
+	"github.com/mcbake/mcbake/internal/decompress"
 
 	"github.com/spf13/cobra"
 )
@@ -74,7 +75,9 @@ func newVersionCommand() *cobra.Command {
 		Example: `  mcbake version`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "mcbake %s\n", version)
+			// The gzip decoder is the binary's and the machine's: ISA-L's
+			// needs the isal build tag and libisal.so.2.
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "mcbake %s\ngzip decoder: %s\n", version, decompress.GzipDecoder())
 			return err
 		},
 	}

@@ -40,7 +40,19 @@ func (w windowErrors) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Reader returns the uncompressed stream of r. Closing it does not close r.
+// newGzip opens a gzip stream: klauspost/compress's decoder, or ISA-L's
+// in a binary built with the isal tag on a machine that has it (isal.go).
+var newGzip = func(br *bufio.Reader) (io.ReadCloser, error) { return gzip.NewReader(br) }
+
+// gzipDecoder names the gzip decoder newGzip uses.
+var gzipDecoder = func() string { return "klauspost/compress" }
+
+// GzipDecoder names the gzip decoder this binary uses on this machine:
+// "isa-l" or "klauspost/compress".
+func GzipDecoder() string { return gzipDecoder() }
+
+// Reader returns the uncompressed stream of r. The caller must close it
+// (ISA-L's decoder holds C memory until then); that does not close r.
 func Reader(r io.Reader) (io.ReadCloser, error) {
 	br, ok := r.(*bufio.Reader)
 	if !ok {
@@ -49,7 +61,7 @@ func Reader(r io.Reader) (io.ReadCloser, error) {
 	magic, _ := br.Peek(len(xzMagic)) // a short blob is a short tar stream
 	switch {
 	case bytes.HasPrefix(magic, gzipMagic):
-		z, err := gzip.NewReader(br)
+		z, err := newGzip(br)
 		if err != nil {
 			return nil, fmt.Errorf("reading gzip header: %w", err)
 		}
