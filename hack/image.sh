@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make image: mcbake's own container image, built offline with buildah from
 # scratch (no registry, no base image to pull). It holds:
-#   /usr/bin/mcbake        the main binary (cgo: with the glibc files it links)
+#   /usr/bin/mcbake        the main binary (cgo: with the glibc files it links,
+#                          and libisal.so.2 when it decodes gzip with ISA-L)
 #   /usr/bin/mcbake-node   the static node binary (make node)
 #   /bin/sh and the usual tools: busybox-static
 #   /etc/ssl/certs/ca-certificates.crt   the build host's CA certificates
@@ -49,6 +50,15 @@ ldd "$bin/mcbake" | awk '/=> \//{print $3} /^\t\//{print $1}' | while read -r li
   mkdir -p "$root$(dirname "$lib")"
   cp -L "$lib" "$root$lib"
 done
+# ISA-L's gzip decoder is opened at run time, not linked: ldd does not list
+# it. The image has it when the binary uses it here.
+if "$bin/mcbake" version | grep -qx 'gzip decoder: isa-l'; then
+  lib=$(ldconfig -p | awk '$1 == "libisal.so.2" && /x86-64/ {print $NF; exit}')
+  if [ -n "$lib" ]; then
+    mkdir -p "$root$(dirname "$lib")"
+    cp -L "$lib" "$root$lib"
+  fi
+fi
 cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/"
 printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' > "$root/etc/passwd"
 printf 'root:x:0:\nnogroup:x:65534:\n' > "$root/etc/group"
