@@ -52,8 +52,10 @@ ldd "$bin/mcbake" | awk '/=> \//{print $3} /^\t\//{print $1}' | while read -r li
 done
 # ISA-L's gzip decoder is opened at run time, not linked: ldd does not list
 # it. The image has it when the binary uses it here.
-if "$bin/mcbake" version | grep -qx 'gzip decoder: isa-l'; then
-  lib=$(ldconfig -p | awk '$1 == "libisal.so.2" && /x86-64/ {print $NF; exit}')
+# (No reader of a pipe here stops early: with pipefail, a writer killed
+# by SIGPIPE fails the script.)
+if [ "$("$bin/mcbake" version | sed -n 's/^gzip decoder: //p')" = isa-l ]; then
+  lib=$(ldconfig -p | awk '$1 == "libisal.so.2" && /x86-64/ && !found {print $NF; found = 1}')
   if [ -n "$lib" ]; then
     mkdir -p "$root$(dirname "$lib")"
     cp -L "$lib" "$root$lib"

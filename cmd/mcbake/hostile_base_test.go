@@ -27,6 +27,9 @@ type hostileLayer struct {
 	// header ask for a window of 2^zstdWindowLog bytes; gzip otherwise.
 	zstdWindowLog byte
 	fill          func(tw *tar.Writer) error
+	// damage, when set, flips a byte in the middle of the blob after its
+	// digest is taken: the blob no longer matches its descriptor.
+	damage bool
 }
 
 // appendLayers adds layers to the image of the OCI layout dir (one
@@ -117,6 +120,10 @@ func writeHostileLayer(t *testing.T, dir string, l hostileLayer) (v1.Descriptor,
 		b[5] = (l.zstdWindowLog - 10) << 3
 	}
 	d := digest.FromBytes(b)
+	if l.damage {
+		b = bytes.Clone(b)
+		b[len(b)/2] ^= 0x20
+	}
 	if err := os.WriteFile(blobFile(dir, d), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -202,6 +209,12 @@ func TestHostileBases(t *testing.T) {
 				c.RootFS.DiffIDs[len(c.RootFS.DiffIDs)-1] = digest.FromString("not this layer")
 			},
 			want: "diff_id mismatch: the uncompressed layer is sha256:",
+		},
+		{
+			// The blob is read for the index alone: the index checks it.
+			name:   "a blob that does not match its digest",
+			layers: []hostileLayer{{fill: regular(100, func(i int) string { return fmt.Sprintf("etc/d%d", i) }, []byte("d")), damage: true}},
+			want:   "digest mismatch (got sha256:",
 		},
 		{
 			name:   "a descriptor smaller than its blob",
