@@ -36,8 +36,10 @@ deps:
 	./hack/test-deps.sh
 
 # test: everything CI runs. Installs ostree/skopeo/umoci/buildah/crun when
-# missing (as root), runs every test, then each fuzz target briefly.
-test: deps vet
+# missing (as root), runs every test, then each fuzz target briefly. vet
+# runs after deps, even under -j: TAGS depends on what deps installs.
+test: deps
+	$(MAKE) --no-print-directory vet
 	$(GO) test -tags "$(TAGS)" -count=1 -timeout 20m ./...
 	cd examples/tekton && $(GO) test -count=1 ./...
 	cd examples/library && CGO_ENABLED=0 $(GO) vet ./... && CGO_ENABLED=0 $(GO) test -count=1 ./...

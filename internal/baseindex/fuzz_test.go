@@ -9,12 +9,15 @@ import (
 	"errors"
 	"hash/crc32"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/opencontainers/go-digest"
 
@@ -149,22 +152,124 @@ func FuzzTarReader(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		want, werr := readEntries(tar.NewReader(bytes.NewReader(data)))
-		got, gerr := readEntries(newTarReader(bytes.NewReader(data)))
-		n := min(len(got), len(want))
-		if !slices.Equal(got[:n], want[:n]) {
-			t.Fatalf("tarReader read %+v, archive/tar %+v", got, want)
-		}
-		switch {
-		case errors.Is(gerr, errSparse):
-		case gerr != nil && werr == nil:
-			t.Fatalf("tarReader failed where archive/tar did not: %v (after %d entries)", gerr, len(got))
-		case gerr != nil && len(got) < len(want):
-			t.Fatalf("tarReader failed after %d entries (%v), archive/tar after %d (%v)", len(got), gerr, len(want), werr)
-		case werr == nil && len(got) != len(want):
-			t.Fatalf("tarReader read %d entries, archive/tar %d", len(got), len(want))
+		for _, s := range tarStreams {
+			want, werr := readEntries(tar.NewReader(s.open(data)))
+			got, gerr := readEntries(newTarReader(s.open(data)))
+			n := min(len(got), len(want))
+			if !slices.Equal(got[:n], want[:n]) {
+				t.Fatalf("%s: tarReader read %+v, archive/tar %+v", s.name, got, want)
+			}
+			switch {
+			case errors.Is(gerr, errSparse):
+			case gerr != nil && werr == nil:
+				t.Fatalf("%s: tarReader failed where archive/tar did not: %v (after %d entries)", s.name, gerr, len(got))
+			case gerr != nil && len(got) < len(want):
+				t.Fatalf("%s: tarReader failed after %d entries (%v), archive/tar after %d (%v)", s.name, len(got), gerr, len(want), werr)
+			case werr == nil && len(got) != len(want):
+				t.Fatalf("%s: tarReader read %d entries, archive/tar %d", s.name, len(got), len(want))
+			case errors.Is(werr, io.ErrUnexpectedEOF) && (!errors.Is(gerr, io.ErrUnexpectedEOF) || len(got) != len(want)):
+				// Headers archive/tar read, tarReader reads the same: it
+				// comes to the same truncation.
+				t.Fatalf("%s: archive/tar failed after %d entries with %v; tarReader after %d with %v", s.name, len(want), werr, len(got), gerr)
+			}
 		}
 	})
+}
+
+// tarStreams are the ways FuzzTarReader and TestTarReaderEdges give a tar
+// stream to both readers: whole, in small reads, and ending as a truncated
+// gzip stream does, with io.ErrUnexpectedEOF.
+var tarStreams = []struct {
+	name string
+	open func([]byte) io.Reader
+}{
+	{"whole", func(b []byte) io.Reader { return bytes.NewReader(b) }},
+	{"in small reads", func(b []byte) io.Reader { return iotest.HalfReader(bytes.NewReader(b)) }},
+	{"ending in io.ErrUnexpectedEOF", func(b []byte) io.Reader {
+		return io.MultiReader(bytes.NewReader(b), iotest.ErrReader(io.ErrUnexpectedEOF))
+	}},
+}
+
+// TestTarReaderEdges reads streams where tarReader once differed from
+// archive/tar, with both, through every one of tarStreams: the same
+// entries, and both fail or neither. These are stricter than
+// FuzzTarReader, which lets tarReader read on where archive/tar fails.
+func TestTarReaderEdges(t *testing.T) {
+	for name, data := range tarEdges(t) {
+		for _, s := range tarStreams {
+			want, werr := readEntries(tar.NewReader(s.open(data)))
+			got, gerr := readEntries(newTarReader(s.open(data)))
+			if !slices.Equal(got, want) || (gerr == nil) != (werr == nil) {
+				t.Errorf("%s, %s: tarReader read %+v (%v), archive/tar %+v (%v)", name, s.name, got, gerr, want, werr)
+			}
+		}
+	}
+}
+
+// tarEdges are tar streams that tell tarReader from a reader that gets
+// archive/tar's rules wrong, by name.
+func tarEdges(tb testing.TB) map[string][]byte {
+	tb.Helper()
+	// entry returns an entry's header block, as Go's writer writes it in
+	// format, and its data, padded; edit edits the block first.
+	entry := func(format tar.Format, hdr tar.Header, data string, edit func(blk []byte)) []byte {
+		var b bytes.Buffer
+		tw := tar.NewWriter(&b)
+		hdr.Format, hdr.Size = format, int64(len(data))
+		if err := tw.WriteHeader(&hdr); err != nil {
+			tb.Fatal(err)
+		}
+		io.WriteString(tw, data)
+		tw.Flush()
+		out := b.Bytes()
+		if edit != nil {
+			edit(out[len(out)-blockSize-(-len(data)&(blockSize-1))-len(data):])
+			fixChecksum(out[len(out)-blockSize-(-len(data)&(blockSize-1))-len(data):])
+		}
+		return out
+	}
+	// pax returns a PAX extended header with the records.
+	pax := func(records ...string) []byte {
+		var data string
+		for i := 0; i < len(records); i += 2 {
+			rec := " " + records[i] + "=" + records[i+1] + "\n"
+			n := len(rec) + 1
+			for len(strconv.Itoa(n))+len(rec) != n {
+				n++
+			}
+			data += strconv.Itoa(n) + rec
+		}
+		return entry(tar.FormatUSTAR, tar.Header{Name: "pax", Typeflag: tar.TypeReg}, data, func(blk []byte) { blk[156] = tar.TypeXHeader })
+	}
+	end := make([]byte, 2*blockSize)
+	file := func(name, data string) []byte {
+		return entry(tar.FormatUSTAR, tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644}, data, nil)
+	}
+	negative := func(blk []byte) { copy(blk[124:136], bytes.Repeat([]byte{0xff}, 12)) }
+	// oldGNU is a GNU header as Go's writer before Go 1.8 wrote a long
+	// name: a USTAR prefix over the access and change times.
+	oldGNU := func(prefix string) func([]byte) {
+		return func(blk []byte) { copy(blk[345:500], prefix+"\x00") }
+	}
+	return map[string][]byte{
+		"empty PAX values keep the header's": slices.Concat(
+			pax("path", "", "linkpath", "", "size", "", "uid", "", "gid", ""),
+			entry(tar.FormatUSTAR, tar.Header{Name: "kept", Linkname: "target", Typeflag: tar.TypeSymlink, Uid: 7, Gid: 8}, "", nil),
+			pax("size", ""), file("f", "content"), end),
+		"a negative size on a directory":               slices.Concat(entry(tar.FormatGNU, tar.Header{Name: "d/", Typeflag: tar.TypeDir}, "", negative), file("f", "x"), end),
+		"a negative size on a file":                    slices.Concat(entry(tar.FormatGNU, tar.Header{Name: "f", Typeflag: tar.TypeReg}, "", negative), end),
+		"a negative size that PAX replaces":            slices.Concat(pax("size", "1"), entry(tar.FormatGNU, tar.Header{Name: "f", Typeflag: tar.TypeReg}, "", negative), end),
+		"a negative PAX size on a directory":           slices.Concat(pax("size", "-3"), entry(tar.FormatUSTAR, tar.Header{Name: "d/", Typeflag: tar.TypeDir}, "", nil), end),
+		"a pre-Go 1.8 GNU prefix":                      slices.Concat(entry(tar.FormatGNU, tar.Header{Name: "name", Typeflag: tar.TypeReg}, "data", oldGNU("some/prefix")), end),
+		"a GNU prefix that parses as times":            slices.Concat(entry(tar.FormatGNU, tar.Header{Name: "name", Typeflag: tar.TypeReg}, "data", oldGNU("0000000")), end),
+		"a pre-Go 1.8 GNU prefix that is not ASCII":    slices.Concat(entry(tar.FormatGNU, tar.Header{Name: "name", Typeflag: tar.TypeReg}, "data", oldGNU("pr\xe9fix")), end),
+		"a stream that ends in a file's padding":       file("f", "content")[:blockSize+100],
+		"a stream that ends in a PAX header's padding": pax("path", "p")[:blockSize+100],
+		"a stream that ends after one zero block":      slices.Concat(file("f", "x"), end[:blockSize]),
+		"a stream that ends inside a zero block":       slices.Concat(file("f", "x"), end[:blockSize+7]),
+		"a stream that ends inside a header":           slices.Concat(file("f", "x"), file("g", "y")[:100]),
+		"a stream that ends inside a PAX header":       pax("path", "p")[:blockSize+5],
+	}
 }
 
 // tarEntry is what mcbake reads of a tar entry.
@@ -254,6 +359,9 @@ func tarSeeds(tb testing.TB) [][]byte {
 	seeds = append(seeds, legacy)
 	full := write(tar.FormatPAX, tree()...)
 	seeds = append(seeds, full[:len(full)-1024], full[:len(full)-512], full[:3*blockSize+100], full[:2*blockSize-1])
+	for _, name := range slices.Sorted(maps.Keys(tarEdges(tb))) {
+		seeds = append(seeds, tarEdges(tb)[name])
+	}
 	return append(seeds, gnuSparseSeeds(tb)...)
 }
 

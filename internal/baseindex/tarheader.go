@@ -19,6 +19,11 @@ const blockSize = 512
 // errEndOfArchive is what readHeader returns for a zero block.
 var errEndOfArchive = errors.New("end of archive")
 
+// errShortEOF is what a stream's next returns when the stream ends after
+// some of the bytes asked for: the header block's reader makes it
+// io.ErrUnexpectedEOF, the padding's io.EOF, as archive/tar does.
+var errShortEOF = errors.New("tar stream ends inside a block")
+
 // errSparse is what readHeader returns for a sparse file (GNU's old
 // format, or PAX's GNU.sparse records), whose content archive/tar expands
 // from a map: mcbake reads such a layer with archive/tar.
@@ -60,14 +65,17 @@ func parseHeader(blocks []byte, hdr *tar.Header) error {
 // header returned as an entry of its own). archive/tar's reader checks far
 // more than mcbake needs (each header byte, to guess the format) at a cost
 // that shows at a hundred thousand headers. next returns the next n bytes
-// (io.EOF when there are none, io.ErrUnexpectedEOF when there are fewer);
-// hdr's name and link name may share their memory. It returns
+// (io.EOF when there are none, errShortEOF when there are fewer, and any
+// other error of the stream as it is); hdr's name and link name may share their memory. It returns
 // errEndOfArchive for a zero block, and errSparse for a sparse file.
 func readHeader(next func(n int64) ([]byte, error), hdr *tar.Header) error {
 	var pax map[string]string
 	var longName, longLink string
 	for {
 		blk, err := next(blockSize)
+		if err == errShortEOF {
+			err = io.ErrUnexpectedEOF
+		}
 		if err != nil {
 			return err
 		}
@@ -89,7 +97,7 @@ func readHeader(next func(n int64) ([]byte, error), hdr *tar.Header) error {
 			}
 			name := cString(blk[0:100]) // next reuses blk's memory
 			data, err := next(size)
-			if err == io.EOF {
+			if err == io.EOF || err == errShortEOF {
 				err = io.ErrUnexpectedEOF
 			}
 			if err != nil {
@@ -114,8 +122,9 @@ func readHeader(next func(n int64) ([]byte, error), hdr *tar.Header) error {
 				longLink = cString(data)
 			}
 			// The padding, once data is parsed: next may reuse its memory.
-			// A stream that ends in it ends the archive, as in archive/tar.
-			if _, err := next(-size & (blockSize - 1)); err == io.EOF || err == io.ErrUnexpectedEOF {
+			// A stream that ends in it ends the archive, as in archive/tar;
+			// one that fails in it fails.
+			if _, err := next(-size & (blockSize - 1)); err == io.EOF || err == errShortEOF {
 				return io.EOF
 			} else if err != nil {
 				return err
@@ -129,6 +138,11 @@ func readHeader(next func(n int64) ([]byte, error), hdr *tar.Header) error {
 		}
 		if err := header(hdr, blk, typ, size); err != nil {
 			return err
+		}
+		// archive/tar checks the header block's size before the PAX
+		// records replace it, and again after.
+		if dataSize(hdr) < 0 {
+			return fmt.Errorf("negative size %d", hdr.Size)
 		}
 		// PAX records first: a GNU long name or link wins over them, as
 		// in archive/tar.
@@ -147,7 +161,7 @@ func readHeader(next func(n int64) ([]byte, error), hdr *tar.Header) error {
 				hdr.Typeflag = tar.TypeDir
 			}
 		}
-		if hdr.Size < 0 {
+		if dataSize(hdr) < 0 {
 			return fmt.Errorf("negative size %d", hdr.Size)
 		}
 		return nil
@@ -186,18 +200,48 @@ func header(hdr *tar.Header, blk []byte, typ byte, size int64) error {
 		*f.v = int(n)
 	}
 	// USTAR and PAX (magic "ustar\x00"; archive/tar reads no version)
-	// may split a long name into a prefix; GNU ("ustar  \x00") keeps
-	// other fields there.
-	if string(blk[257:263]) == "ustar\x00" {
-		if string(blk[508:512]) == "tar\x00" { // star: a shorter prefix
-			if p := cString(blk[345:476]); p != "" {
-				hdr.Name = p + "/" + hdr.Name
-			}
-		} else if p := cString(blk[345:500]); p != "" {
-			hdr.Name = p + "/" + hdr.Name
+	// may split a long name into a prefix; GNU ("ustar  \x00") keeps its
+	// access and change times there.
+	var prefix string
+	switch {
+	case string(blk[257:263]) == "ustar\x00" && string(blk[508:512]) == "tar\x00":
+		prefix = cString(blk[345:476]) // star: a shorter prefix
+	case string(blk[257:263]) == "ustar\x00":
+		prefix = cString(blk[345:500])
+	case string(blk[257:265]) == "ustar  \x00" && badGNUTimes(blk):
+		// Go's writer before Go 1.8 wrote a USTAR prefix into GNU
+		// headers: archive/tar reads it as one when the times do not
+		// parse and it is ASCII.
+		if p := cString(blk[345:500]); isASCII(p) {
+			prefix = p
 		}
 	}
+	if prefix != "" {
+		hdr.Name = prefix + "/" + hdr.Name
+	}
 	return nil
+}
+
+// badGNUTimes reports whether a GNU header's access or change time, each
+// read only when its first byte is not NUL, fails to parse.
+func badGNUTimes(blk []byte) bool {
+	for _, f := range [...][]byte{blk[345:357], blk[357:369]} {
+		if f[0] != 0 {
+			if _, err := parseNumber(f); err != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // checksum checks a header block's checksum, which archive/tar accepts
@@ -328,9 +372,9 @@ func applyPAX(hdr *tar.Header, pax map[string]string) error {
 		}
 	}
 	for _, k := range [...]string{"path", "linkpath", "size", "uid", "gid"} {
-		v, ok := pax[k]
-		if !ok {
-			continue
+		v := pax[k]
+		if v == "" {
+			continue // the header block's value stands, as in archive/tar
 		}
 		var err error
 		switch k {

@@ -46,6 +46,8 @@ func (t *tarReader) Next() (*tar.Header, error) {
 		switch {
 		case err == io.EOF:
 			return nil, io.EOF
+		case err == errShortEOF:
+			return nil, io.ErrUnexpectedEOF
 		case err != nil:
 			return nil, err
 		case !allZero(blk):
@@ -68,14 +70,28 @@ func (t *tarReader) Next() (*tar.Header, error) {
 }
 
 // next reads the next n bytes of the stream into t.buf: io.EOF when it
-// ends before the first, io.ErrUnexpectedEOF when it ends after it.
+// ends before the first, errShortEOF when it ends after it, and the
+// stream's other errors as they are (an io.ErrUnexpectedEOF of a
+// decompressor among them), as archive/tar's tryReadFull.
 func (t *tarReader) next(n int64) ([]byte, error) {
 	if int64(cap(t.buf)) < n {
 		t.buf = make([]byte, n)
 	}
 	b := t.buf[:n]
-	if _, err := io.ReadFull(t.r, b); err != nil {
-		return nil, err
+	var got int
+	for got < len(b) {
+		m, err := t.r.Read(b[got:])
+		got += m
+		switch {
+		case got == len(b):
+			return b, nil
+		case err == io.EOF && got == 0:
+			return nil, io.EOF
+		case err == io.EOF:
+			return nil, errShortEOF
+		case err != nil:
+			return nil, err
+		}
 	}
 	return b, nil
 }
@@ -94,12 +110,11 @@ func (t *tarReader) skip() error {
 			return err
 		}
 	}
-	if t.pad > 0 {
-		_, err := io.ReadFull(t.r, t.buf[:t.pad])
-		t.pad = 0
-		if err == io.ErrUnexpectedEOF {
-			err = io.EOF
-		}
+	pad := t.pad
+	t.pad = 0
+	if _, err := t.next(pad); err == errShortEOF {
+		return io.EOF
+	} else if err != nil {
 		return err
 	}
 	return nil

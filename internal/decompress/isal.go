@@ -22,19 +22,20 @@ static int mcbake_isal_load(void) {
 	return mcbake_isal_init != NULL && mcbake_isal_inflate != NULL;
 }
 
-static struct inflate_state *mcbake_isal_new(void) {
-	struct inflate_state *s = malloc(sizeof *s);
-	if (s != NULL) {
-		mcbake_isal_init(s);
-		s->crc_flag = ISAL_GZIP;
-	}
-	return s;
-}
-
-// mcbake_isal_member starts a new gzip member.
+// mcbake_isal_member starts a gzip member's deflate data, whose header
+// the Go side has read: ISA-L inflates it and checks the trailer (CRC-32
+// and size) that follows. ISA-L's own header parsing is not used: it fails
+// on a header with a header CRC that is split between two calls.
 static void mcbake_isal_member(struct inflate_state *s) {
 	mcbake_isal_init(s);
-	s->crc_flag = ISAL_GZIP;
+	s->crc_flag = ISAL_GZIP_NO_HDR_VER;
+}
+
+static struct inflate_state *mcbake_isal_new(void) {
+	struct inflate_state *s = malloc(sizeof *s);
+	if (s != NULL)
+		mcbake_isal_member(s);
+	return s;
 }
 
 // mcbake_isal_step inflates from in into out. The Go buffers are in the
@@ -61,12 +62,16 @@ import "C"
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"sync"
 	"unsafe"
+
+	"github.com/klauspost/compress/gzip"
 )
 
 // ISA-L's inflate decodes gzip about three times as fast as
@@ -129,14 +134,94 @@ func newISALReader(br *bufio.Reader) (io.ReadCloser, error) {
 	z := &isalReader{src: br, state: s, in: make([]byte, isalIn), out: make([]byte, outMin)}
 	// gzip.NewReader reads the first header at once: an empty or
 	// non-gzip stream fails here too.
-	if err := z.fill(); err != nil && z.end == 0 {
+	if err := z.header(); err != nil {
 		z.Close()
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
+		if err == gzip.ErrHeader {
+			return nil, err
+		}
 		return nil, fmt.Errorf("gzip: %w", err)
 	}
 	return z, nil
+}
+
+// header reads a member's gzip header with klauspost/compress's rules:
+// io.EOF if the stream ends before it, gzip.ErrHeader if it is not one,
+// io.ErrUnexpectedEOF if the stream ends inside it.
+func (z *isalReader) header() error {
+	if err := z.fill(); err != nil {
+		return err // io.EOF: no other member
+	}
+	var fixed [10]byte
+	crc, err := z.headerBytes(fixed[:], 0)
+	if err != nil {
+		return err
+	}
+	if fixed[0] != 0x1f || fixed[1] != 0x8b || fixed[2] != 8 {
+		return gzip.ErrHeader
+	}
+	flg := fixed[3]
+	const fhcrc, fextra, fname, fcomment = 1 << 1, 1 << 2, 1 << 3, 1 << 4
+	if flg&fextra != 0 {
+		var n [2]byte
+		if crc, err = z.headerBytes(n[:], crc); err != nil {
+			return err
+		}
+		if crc, err = z.headerBytes(make([]byte, binary.LittleEndian.Uint16(n[:])), crc); err != nil {
+			return err
+		}
+	}
+	for _, f := range [...]byte{fname, fcomment} {
+		if flg&f == 0 {
+			continue
+		}
+		// klauspost/compress reads at most 512 bytes of a name or
+		// comment, its NUL included.
+		for i := 0; ; i++ {
+			if i == 512 {
+				return gzip.ErrHeader
+			}
+			var c [1]byte
+			if crc, err = z.headerBytes(c[:], crc); err != nil {
+				return err
+			}
+			if c[0] == 0 {
+				break
+			}
+		}
+	}
+	if flg&fhcrc != 0 {
+		var sum [2]byte
+		if _, err = z.headerBytes(sum[:], 0); err != nil {
+			return err
+		}
+		if binary.LittleEndian.Uint16(sum[:]) != uint16(crc) {
+			return gzip.ErrHeader
+		}
+	}
+	if flg>>5 != 0 { // reserved
+		return gzip.ErrHeader
+	}
+	return nil
+}
+
+// headerBytes fills b from the input and returns crc updated with it:
+// io.ErrUnexpectedEOF if the stream ends first.
+func (z *isalReader) headerBytes(b []byte, crc uint32) (uint32, error) {
+	for len(b) > 0 {
+		if err := z.fill(); err == io.EOF {
+			return crc, io.ErrUnexpectedEOF
+		} else if err != nil {
+			return crc, err
+		}
+		n := copy(b, z.in[z.pos:z.end])
+		crc = crc32.Update(crc, crc32.IEEETable, b[:n])
+		z.pos += n
+		b = b[n:]
+	}
+	return crc, nil
 }
 
 // fill reads more input when all of it is consumed.
@@ -199,10 +284,7 @@ func (z *isalReader) inflate(p []byte) (int, error) {
 	for {
 		if z.finished {
 			// Another member follows, or the stream ends here.
-			if err := z.fill(); err != nil {
-				if err == io.EOF {
-					return 0, io.EOF
-				}
+			if err := z.header(); err != nil {
 				return 0, err
 			}
 			C.mcbake_isal_member(z.state)

@@ -5,16 +5,21 @@ package decompress
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
+	"hash/crc32"
 	"io"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/klauspost/compress/gzip"
 )
 
-// readAllWith reads the gzip stream b with open, in reads of size n.
-func readAllWith(open func(*bufio.Reader) (io.ReadCloser, error), b []byte, n int) ([]byte, error) {
-	z, err := open(bufio.NewReader(bytes.NewReader(b)))
+// readAllWith reads the gzip stream src with open, in reads of size n.
+func readAllWith(open func(*bufio.Reader) (io.ReadCloser, error), src io.Reader, n int) ([]byte, error) {
+	z, err := open(bufio.NewReader(src))
 	if err != nil {
 		return nil, err
 	}
@@ -39,18 +44,53 @@ func pureGzip(br *bufio.Reader) (io.ReadCloser, error) { return gzip.NewReader(b
 // same output when the judge reads it to its end, an error when it fails.
 func checkSame(t *testing.T, b []byte) {
 	t.Helper()
-	want, werr := readAllWith(pureGzip, b, 1<<16)
+	want, werr := readAllWith(pureGzip, bytes.NewReader(b), 1<<16)
+	type source struct {
+		name string
+		r    io.Reader
+	}
 	for _, n := range []int{512, 1 << 16, 1 << 20} {
-		got, gerr := readAllWith(newISALReader, b, n)
-		switch {
-		case werr == nil && gerr != nil:
-			t.Fatalf("reads of %d: isa-l failed: %v (klauspost/compress read %d bytes)", n, gerr, len(want))
-		case werr != nil && gerr == nil:
-			t.Fatalf("reads of %d: isa-l read %d bytes where klauspost/compress failed: %v", n, len(got), werr)
-		case werr == nil && !bytes.Equal(got, want):
-			t.Fatalf("reads of %d: isa-l read %d bytes, klauspost/compress %d, not the same", n, len(got), len(want))
+		sources := []source{{"", bytes.NewReader(b)}}
+		if len(b) <= 256<<10 {
+			// Input a byte at a time: every header field, deflate block
+			// and trailer is split between two calls into ISA-L.
+			sources = append(sources, source{", input a byte at a time", iotest.OneByteReader(bytes.NewReader(b))})
+		}
+		for _, src := range sources {
+			got, gerr := readAllWith(newISALReader, src.r, n)
+			switch {
+			case werr == nil && gerr != nil:
+				t.Fatalf("reads of %d%s: isa-l failed: %v (klauspost/compress read %d bytes)", n, src.name, gerr, len(want))
+			case werr != nil && gerr == nil:
+				t.Fatalf("reads of %d%s: isa-l read %d bytes where klauspost/compress failed: %v", n, src.name, len(got), werr)
+			case werr == nil && !bytes.Equal(got, want):
+				t.Fatalf("reads of %d%s: isa-l read %d bytes, klauspost/compress %d, not the same", n, src.name, len(got), len(want))
+			}
 		}
 	}
+}
+
+// withHeaderCRC returns the gzip member b, whose header has the fields of
+// hdr, with a header CRC (FHCRC), which Go's writers never write; bad
+// makes it wrong.
+func withHeaderCRC(b []byte, hdr gzip.Header, bad bool) []byte {
+	n := 10
+	if hdr.Extra != nil {
+		n += 2 + len(hdr.Extra)
+	}
+	if hdr.Name != "" {
+		n += len(hdr.Name) + 1
+	}
+	if hdr.Comment != "" {
+		n += len(hdr.Comment) + 1
+	}
+	head := bytes.Clone(b[:n])
+	head[3] |= 1 << 1
+	sum := uint16(crc32.ChecksumIEEE(head))
+	if bad {
+		sum ^= 1
+	}
+	return slices.Concat(head, binary.LittleEndian.AppendUint16(nil, sum), b[n:])
 }
 
 func gz(t testing.TB, data []byte, level int, hdr gzip.Header) []byte {
@@ -88,7 +128,22 @@ func samples(t testing.TB) [][]byte {
 	size[len(size)-2] ^= 1
 	body := bytes.Clone(one)
 	body[len(body)/3] ^= 0x40
-	return append(out, crc, size, body)
+	out = append(out, crc, size, body)
+	// Header CRCs, right and wrong, on a member with every header field
+	// and on one with none; reserved flags; a name longer than
+	// klauspost/compress reads.
+	fields := gzip.Header{Name: "layer.tar", Comment: "a comment", Extra: []byte("extra")}
+	small := gz(t, text[:5000], gzip.DefaultCompression, fields)
+	plain := gz(t, text[:5000], gzip.DefaultCompression, gzip.Header{})
+	reserved := bytes.Clone(plain)
+	reserved[3] |= 1 << 5
+	long := gz(t, text[:100], gzip.DefaultCompression, gzip.Header{Name: strings.Repeat("n", 511)})
+	longer := gz(t, text[:100], gzip.DefaultCompression, gzip.Header{Name: strings.Repeat("n", 512)})
+	return append(out,
+		withHeaderCRC(small, fields, false), withHeaderCRC(small, fields, true),
+		withHeaderCRC(plain, gzip.Header{}, false), withHeaderCRC(plain, gzip.Header{}, true),
+		slices.Concat(plain, withHeaderCRC(small, fields, false), small), // members
+		reserved, long, longer, small[:15], small[:30])
 }
 
 // TestISAL: ISA-L's reader reads what klauspost/compress's does, and
