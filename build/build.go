@@ -136,7 +136,9 @@ func RenderOnly(ctx context.Context, opts Options) (*Prepared, error) {
 // the base again. opts.MachineConfigs are the loaded ones afterwards, for
 // an engine.
 func prepareClosed(ctx context.Context, opts *Options) (p *Prepared, err error) {
-	b, err := openBase(ctx, opts)
+	// Not released: p.Tree, which the caller reads on, keeps the index
+	// and its context (ctx's child, gone when ctx is).
+	b, _, err := openBase(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -169,11 +171,11 @@ func Image(ctx context.Context, opts Options) (_ *Result, err error) {
 	if len(opts.Platforms) > 0 {
 		return imageIndex(ctx, opts)
 	}
-	b, err := openBase(ctx, &opts)
+	b, release, err := openBase(ctx, &opts)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { err = errors.Join(err, b.Close()) }()
+	defer func() { err = errors.Join(err, b.Close()); release() }()
 	tmpDir, err := atomicdir.MkdirTemp("", "mcbake-build-")
 	if err != nil {
 		return nil, err
@@ -192,15 +194,18 @@ func Image(ctx context.Context, opts Options) (_ *Result, err error) {
 
 // openBase opens opts.Base while opts.LoadMachineConfigs, when set, loads
 // opts.MachineConfigs (docs/design.md, The warm path). A loading error
-// cancels the opening and is the one returned.
-func openBase(ctx context.Context, opts *Options) (*image.Base, error) {
+// cancels the opening and is the one returned. The caller calls release
+// once it has closed the base: the index keeps the context it was opened
+// with, which stops a rebuild of a damaged cached view when ctx is
+// cancelled, and must not be cancelled before.
+func openBase(ctx context.Context, opts *Options) (_ *image.Base, release func(), _ error) {
 	load := opts.LoadMachineConfigs
 	if load == nil {
-		return image.OpenBase(ctx, opts.Base, opts.baseOptions())
+		b, err := image.OpenBase(ctx, opts.Base, opts.baseOptions())
+		return b, func() {}, err
 	}
 	opts.LoadMachineConfigs = nil
 	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	var mcs []*machineconfig.MachineConfig
 	var loadErr error
 	done := make(chan struct{})
@@ -217,9 +222,14 @@ func openBase(ctx context.Context, opts *Options) (*image.Base, error) {
 		if b != nil {
 			loadErr = errors.Join(loadErr, b.Close())
 		}
-		return nil, loadErr
+		cancel(nil)
+		return nil, nil, loadErr
 	}
-	return b, err
+	if err != nil {
+		cancel(nil)
+		return nil, nil, err
+	}
+	return b, func() { cancel(nil) }, nil
 }
 
 // loadMachineConfigs runs opts.LoadMachineConfigs, when set, before a

@@ -101,8 +101,9 @@ type Options struct {
 // and this keeps a 500k-entry base under 200 MB. An index read from the
 // cache's merged view is mapped, and changes nothing; its blocks are
 // checked as they are first read, and should one be damaged, the index
-// is built again as if the view were missing (Index.Err), with ctx's
-// values but not its cancellation, which may have come by then.
+// is built again as if the view were missing (Index.Err), with ctx: its
+// cancellation, an interrupted command's, stops that too. A caller that
+// keeps the index keeps ctx alive with it.
 func Build(ctx context.Context, layers []Layer, opts Options) (*Index, error) {
 	for _, l := range layers {
 		if err := l.Digest.Validate(); err != nil {
@@ -122,7 +123,7 @@ func Build(ctx context.Context, layers []Layer, opts Options) (*Index, error) {
 				if err := os.Remove(cached); err != nil && !errors.Is(err, fs.ErrNotExist) {
 					slog.Warn("the damaged cached index could not be removed", "err", err)
 				}
-				return buildAndCache(context.WithoutCancel(ctx), layers, opts, key, cached)
+				return buildAndCache(ctx, layers, opts, key, cached)
 			}
 			return ix, nil
 		}
@@ -157,6 +158,9 @@ func buildAndCache(ctx context.Context, layers []Layer, opts Options, key [sha25
 // build loads and merges the layers, tightening the collector with gc
 // once the index is large.
 func build(ctx context.Context, layers []Layer, opts Options, gc *gcHold) (*Index, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err // cancelled before it starts: not even cached layers
+	}
 	loads := make([]pendingLayer, len(layers))
 	for i := range loads {
 		loads[i].done = make(chan struct{})

@@ -97,12 +97,10 @@ func TestDamagedViewBlockRebuilds(t *testing.T) {
 		t.Fatal(err)
 	}
 	view := damageLastBlock(t, dir)
-	ctx, cancel := context.WithCancel(context.Background())
-	warm, err := baseindex.Build(ctx, unopenable(t, layers), opts)
+	warm, err := baseindex.Build(context.Background(), unopenable(t, layers), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cancel() // the rebuild does not depend on Build's context
 	if _, ok := warm.Lookup("etc/passwd"); !ok || warm.Err() != nil {
 		t.Fatalf("Lookup(etc/passwd) in the intact blocks: %v, Err() = %v", ok, warm.Err())
 	}
@@ -118,6 +116,33 @@ func TestDamagedViewBlockRebuilds(t *testing.T) {
 	}
 	if b, err := os.ReadFile(view); err != nil || string(b) != string(good) {
 		t.Errorf("the view after the rebuild: %v; same bytes as the first: %v", err, string(b) == string(good))
+	}
+}
+
+// TestDamagedViewBlockRebuildStops: a rebuild runs with Build's context,
+// so that an interrupted command does not wait for it: once that is
+// cancelled, the rebuild fails with the cancellation, and the damaged view
+// is removed all the same.
+func TestDamagedViewBlockRebuildStops(t *testing.T) {
+	dir := t.TempDir()
+	layers, _ := viewLayers(t)
+	opts := baseindex.Options{CacheDir: dir}
+	if _, err := baseindex.Build(context.Background(), descriptors(layers), opts); err != nil {
+		t.Fatal(err)
+	}
+	view := damageLastBlock(t, dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	warm, err := baseindex.Build(ctx, unopenable(t, layers), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	_, _, err = baseindex.Root{Index: warm}.Lstat("/zzz/b")
+	if err == nil || !strings.Contains(err.Error(), context.Canceled.Error()) {
+		t.Fatalf("Root.Lstat(/zzz/b) over the damaged block after a cancel: %v, want the cancellation", err)
+	}
+	if _, err := os.Stat(view); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the damaged view: %v, want it removed", err)
 	}
 }
 
