@@ -5,21 +5,34 @@ package decompress
 /*
 #cgo LDFLAGS: -ldl
 #include <dlfcn.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <isa-l/igzip_lib.h>
 
 static void (*mcbake_isal_init)(struct inflate_state *);
 static int (*mcbake_isal_inflate)(struct inflate_state *);
 
-// mcbake_isal_load opens libisal.so.2 (ISA-L's ABI 2, whose struct
-// inflate_state this file is compiled against): 1 if it is there.
+// mcbake_isal_load opens libisal.so.2: 1 if it is there and new enough.
+// This file allocates struct inflate_state itself, with the header's
+// layout, which has been the same from ISA-L 2.23 to 2.32.1 (87368 bytes,
+// crc_flag at 21172); ISAL_GZIP_NO_HDR_VER is there from 2.24. A header
+// with another layout, which no library was checked against, is not used.
+// The library has no version to ask; isal_read_gzip_header, new in 2.24,
+// tells a library this file can use from an older one. Either way, the Go
+// decoder serves instead.
 static int mcbake_isal_load(void) {
+	if (sizeof(struct inflate_state) != 87368 || offsetof(struct inflate_state, crc_flag) != 21172)
+		return 0;
 	void *h = dlopen("libisal.so.2", RTLD_NOW | RTLD_LOCAL);
 	if (h == NULL)
 		return 0;
 	mcbake_isal_init = dlsym(h, "isal_inflate_init");
 	mcbake_isal_inflate = dlsym(h, "isal_inflate");
-	return mcbake_isal_init != NULL && mcbake_isal_inflate != NULL;
+	if (mcbake_isal_init == NULL || mcbake_isal_inflate == NULL || dlsym(h, "isal_read_gzip_header") == NULL) {
+		dlclose(h);
+		return 0;
+	}
+	return 1;
 }
 
 // mcbake_isal_member starts a gzip member's deflate data, whose header
