@@ -136,13 +136,11 @@ func RenderOnly(ctx context.Context, opts Options) (*Prepared, error) {
 // the base again. opts.MachineConfigs are the loaded ones afterwards, for
 // an engine.
 func prepareClosed(ctx context.Context, opts *Options) (p *Prepared, err error) {
-	// Not released: p.Tree, which the caller reads on, keeps the index
-	// and its context (ctx's child, gone when ctx is).
-	b, _, err := openBase(ctx, opts)
+	b, release, err := openBase(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { err = errors.Join(err, b.Close()) }()
+	defer func() { err = errors.Join(err, b.Close()); release() }()
 	return Prepare(b, *opts)
 }
 

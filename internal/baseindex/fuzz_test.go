@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"io"
 	"maps"
@@ -197,10 +198,16 @@ var tarStreams = []struct {
 func TestTarReaderEdges(t *testing.T) {
 	for name, data := range tarEdges(t) {
 		for _, s := range tarStreams {
-			want, werr := readEntries(tar.NewReader(s.open(data)))
-			got, gerr := readEntries(newTarReader(s.open(data)))
+			tr, gr := tar.NewReader(s.open(data)), newTarReader(s.open(data))
+			want, werr := readEntries(tr)
+			got, gerr := readEntries(gr)
 			if !slices.Equal(got, want) || (gerr == nil) != (werr == nil) {
 				t.Errorf("%s, %s: tarReader read %+v (%v), archive/tar %+v (%v)", name, s.name, got, gerr, want, werr)
+			}
+			// The end, or the error, stays.
+			_, werr = tr.Next()
+			if _, gerr = gr.Next(); gerr == nil || (gerr == io.EOF) != (werr == io.EOF) {
+				t.Errorf("%s, %s: Next after the end: tarReader %v, archive/tar %v", name, s.name, gerr, werr)
 			}
 		}
 	}
@@ -228,8 +235,9 @@ func tarEdges(tb testing.TB) map[string][]byte {
 		}
 		return out
 	}
-	// pax returns a PAX extended header with the records.
-	pax := func(records ...string) []byte {
+	// paxOf returns a PAX header of type typ, named name, with the
+	// records.
+	paxOf := func(typ byte, name string, records ...string) []byte {
 		var data string
 		for i := 0; i < len(records); i += 2 {
 			rec := " " + records[i] + "=" + records[i+1] + "\n"
@@ -239,8 +247,9 @@ func tarEdges(tb testing.TB) map[string][]byte {
 			}
 			data += strconv.Itoa(n) + rec
 		}
-		return entry(tar.FormatUSTAR, tar.Header{Name: "pax", Typeflag: tar.TypeReg}, data, func(blk []byte) { blk[156] = tar.TypeXHeader })
+		return entry(tar.FormatUSTAR, tar.Header{Name: name, Typeflag: tar.TypeReg}, data, func(blk []byte) { blk[156] = typ })
 	}
+	pax := func(records ...string) []byte { return paxOf(tar.TypeXHeader, "pax", records...) }
 	end := make([]byte, 2*blockSize)
 	file := func(name, data string) []byte {
 		return entry(tar.FormatUSTAR, tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644}, data, nil)
@@ -269,6 +278,25 @@ func tarEdges(tb testing.TB) map[string][]byte {
 		"a stream that ends inside a zero block":       slices.Concat(file("f", "x"), end[:blockSize+7]),
 		"a stream that ends inside a header":           slices.Concat(file("f", "x"), file("g", "y")[:100]),
 		"a stream that ends inside a PAX header":       pax("path", "p")[:blockSize+5],
+		"a global header that ends in its padding":     paxOf(tar.TypeXGlobalHeader, "glob", "comment", "hi")[:blockSize+15],
+		"a global header's path":                       slices.Concat(paxOf(tar.TypeXGlobalHeader, "glob", "path", "frompax"), file("f", "x"), end),
+		"a global header's prefix":                     slices.Concat(paxOf(tar.TypeXGlobalHeader, strings.Repeat("p", 90)+"/"+strings.Repeat("g", 20)), end),
+		"a global header's bad size record":            slices.Concat(paxOf(tar.TypeXGlobalHeader, "glob", "size", "abc"), end),
+		"a PAX header over 1 MiB, truncated": append(entry(tar.FormatUSTAR, tar.Header{Name: "pax", Typeflag: tar.TypeReg}, "", func(blk []byte) {
+			blk[156] = tar.TypeXHeader
+			copy(blk[124:136], fmt.Sprintf("%011o\x00", maxSpecial+1))
+		}), []byte("10 path=p\n")...),
+		"a base-256 checksum": func() []byte {
+			b := slices.Concat(file("f", "x"), end)
+			sum := 8 * int64(' ')
+			for i, c := range b[:blockSize] {
+				if i < 148 || i >= 156 {
+					sum += int64(c)
+				}
+			}
+			binary.BigEndian.PutUint64(b[148:156], uint64(sum)|1<<63)
+			return b
+		}(),
 	}
 }
 

@@ -48,10 +48,14 @@ func parseHeader(blocks []byte, hdr *tar.Header) error {
 		blocks = blocks[n:]
 		return b, nil
 	}
-	if err := readHeader(next, hdr); err != nil {
+	pad, err := readHeader(next, hdr)
+	if err != nil {
 		return err
 	}
-	if !allZero(blocks) {
+	if pad > int64(len(blocks)) {
+		return errors.New("truncated tar header data")
+	}
+	if !allZero(blocks[pad:]) {
 		return errors.New("data after a tar header")
 	}
 	return nil
@@ -66,9 +70,13 @@ func parseHeader(blocks []byte, hdr *tar.Header) error {
 // more than mcbake needs (each header byte, to guess the format) at a cost
 // that shows at a hundred thousand headers. next returns the next n bytes
 // (io.EOF when there are none, errShortEOF when there are fewer, and any
-// other error of the stream as it is); hdr's name and link name may share their memory. It returns
-// errEndOfArchive for a zero block, and errSparse for a sparse file.
-func readHeader(next func(n int64) ([]byte, error), hdr *tar.Header) error {
+// other error of the stream as it is);
+// hdr's name and link name may share their memory. It returns
+// errEndOfArchive for a zero block, and errSparse for a sparse file. pad
+// is the padding after a PAX global header, which is returned before its
+// padding is read (as archive/tar does: a stream that ends in it ends
+// after the entry), for the caller to skip.
+func readHeader(next func(n int64) ([]byte, error), hdr *tar.Header) (pad int64, _ error) {
 	var pax map[string]string
 	var longName, longLink string
 	for {
@@ -77,45 +85,70 @@ func readHeader(next func(n int64) ([]byte, error), hdr *tar.Header) error {
 			err = io.ErrUnexpectedEOF
 		}
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if allZero(blk) {
-			return errEndOfArchive
+			return 0, errEndOfArchive
 		}
 		if err := checksum(blk); err != nil {
-			return err
+			return 0, err
 		}
 		typ := blk[156]
 		size, err := parseNumber(blk[124:136])
 		if err != nil {
-			return fmt.Errorf("size: %w", err)
+			return 0, fmt.Errorf("size: %w", err)
 		}
 		switch typ {
 		case tar.TypeXHeader, tar.TypeXGlobalHeader, tar.TypeGNULongName, tar.TypeGNULongLink:
-			if size < 0 || size > maxSpecial {
-				return fmt.Errorf("a %q header with %d bytes of data (at most %d)", typ, size, maxSpecial)
+			if size < 0 {
+				return 0, fmt.Errorf("a %q header with a negative size, %d", typ, size)
 			}
-			name := cString(blk[0:100]) // next reuses blk's memory
+			if size > maxSpecial {
+				// archive/tar reads one byte more than the limit before
+				// it refuses: a stream that ends first is truncated.
+				if _, err := next(maxSpecial + 1); err == io.EOF || err == errShortEOF {
+					return 0, io.ErrUnexpectedEOF
+				} else if err != nil {
+					return 0, err
+				}
+				return 0, fmt.Errorf("a %q header with %d bytes of data (at most %d)", typ, size, maxSpecial)
+			}
+			var global tar.Header
+			if typ == tar.TypeXGlobalHeader {
+				// Named as its header block says (next reuses blk's
+				// memory).
+				if err := header(&global, blk, typ, 0); err != nil {
+					return 0, err
+				}
+				global.Name = strings.Clone(global.Name)
+			}
 			data, err := next(size)
 			if err == io.EOF || err == errShortEOF {
 				err = io.ErrUnexpectedEOF
 			}
 			if err != nil {
-				return err
+				return 0, err
 			}
 			switch typ {
 			case tar.TypeXHeader:
 				// Each replaces the records of the one before, as in
 				// archive/tar.
 				if pax, err = parsePAX(data); err != nil {
-					return err
+					return 0, err
 				}
 			case tar.TypeXGlobalHeader:
-				// An entry of its own, which applies to no other.
-				if _, err := parsePAX(data); err != nil {
-					return err
+				// An entry of its own, which applies to no other, named
+				// by its own path record when it has one, as in
+				// archive/tar (which ignores its other records' errors).
+				records, err := parsePAX(data)
+				if err != nil {
+					return 0, err
 				}
-				*hdr = tar.Header{Typeflag: typ, Name: name}
+				if p := records["path"]; p != "" {
+					global.Name = p
+				}
+				*hdr = tar.Header{Typeflag: typ, Name: global.Name}
+				return -size & (blockSize - 1), nil
 			case tar.TypeGNULongName:
 				longName = cString(data)
 			default:
@@ -125,29 +158,26 @@ func readHeader(next func(n int64) ([]byte, error), hdr *tar.Header) error {
 			// A stream that ends in it ends the archive, as in archive/tar;
 			// one that fails in it fails.
 			if _, err := next(-size & (blockSize - 1)); err == io.EOF || err == errShortEOF {
-				return io.EOF
+				return 0, io.EOF
 			} else if err != nil {
-				return err
-			}
-			if typ == tar.TypeXGlobalHeader {
-				return nil
+				return 0, err
 			}
 			continue
 		case tar.TypeGNUSparse:
-			return errSparse
+			return 0, errSparse
 		}
 		if err := header(hdr, blk, typ, size); err != nil {
-			return err
+			return 0, err
 		}
 		// archive/tar checks the header block's size before the PAX
 		// records replace it, and again after.
 		if dataSize(hdr) < 0 {
-			return fmt.Errorf("negative size %d", hdr.Size)
+			return 0, fmt.Errorf("negative size %d", hdr.Size)
 		}
 		// PAX records first: a GNU long name or link wins over them, as
 		// in archive/tar.
 		if err := applyPAX(hdr, pax); err != nil {
-			return err
+			return 0, err
 		}
 		if longName != "" {
 			hdr.Name = longName
@@ -162,9 +192,9 @@ func readHeader(next func(n int64) ([]byte, error), hdr *tar.Header) error {
 			}
 		}
 		if dataSize(hdr) < 0 {
-			return fmt.Errorf("negative size %d", hdr.Size)
+			return 0, fmt.Errorf("negative size %d", hdr.Size)
 		}
-		return nil
+		return 0, nil
 	}
 }
 
@@ -247,6 +277,9 @@ func isASCII(s string) bool {
 // checksum checks a header block's checksum, which archive/tar accepts
 // as the unsigned or signed sum of its bytes with the field as spaces.
 func checksum(blk []byte) error {
+	if blk[148]&0x80 != 0 {
+		return errors.New("checksum: a base-256 number") // archive/tar reads it as octal only
+	}
 	want, err := parseNumber(blk[148:156])
 	if err != nil {
 		return fmt.Errorf("checksum: %w", err)

@@ -26,6 +26,8 @@ type tarReader struct {
 	// left is what is left of the current entry's content; pad the
 	// padding after it.
 	left, pad int64
+	// err is Next's error once it has returned one, as archive/tar's.
+	err error
 }
 
 func newTarReader(r io.Reader) *tarReader {
@@ -35,10 +37,19 @@ func newTarReader(r io.Reader) *tarReader {
 // Next returns the next entry's header, valid until the next call, or
 // io.EOF at the end of the archive.
 func (t *tarReader) Next() (*tar.Header, error) {
+	if t.err != nil {
+		return nil, t.err
+	}
+	hdr, err := t.nextHeader()
+	t.err = err
+	return hdr, err
+}
+
+func (t *tarReader) nextHeader() (*tar.Header, error) {
 	if err := t.skip(); err != nil {
 		return nil, err
 	}
-	err := readHeader(t.next, &t.hdr)
+	pad, err := readHeader(t.next, &t.hdr)
 	if err == errEndOfArchive {
 		// Two zero blocks end the archive, and so does the stream's end
 		// after one; anything else after a zero block is an error.
@@ -65,7 +76,7 @@ func (t *tarReader) Next() (*tar.Header, error) {
 	// scanner keeps paths.
 	t.hdr.Name, t.hdr.Linkname = strings.Clone(t.hdr.Name), strings.Clone(t.hdr.Linkname)
 	t.left = dataSize(&t.hdr)
-	t.pad = -t.left & (blockSize - 1)
+	t.pad = -t.left&(blockSize-1) + pad
 	return &t.hdr, nil
 }
 

@@ -237,7 +237,10 @@ func (z *isalReader) headerBytes(b []byte, crc uint32) (uint32, error) {
 	return crc, nil
 }
 
-// fill reads more input when all of it is consumed.
+// fill reads more input when all of it is consumed. The source's error,
+// which may come with its last bytes, is kept and returned once they are
+// consumed, as it is: an io.ErrUnexpectedEOF of a download cut short is
+// not the end of the stream.
 func (z *isalReader) fill() error {
 	if z.pos < z.end {
 		return nil
@@ -245,10 +248,9 @@ func (z *isalReader) fill() error {
 	if z.srcErr != nil {
 		return z.srcErr
 	}
-	z.pos = 0
-	z.end, z.srcErr = io.ReadAtLeast(z.src, z.in, 1)
-	if z.srcErr == io.ErrUnexpectedEOF {
-		z.srcErr = io.EOF
+	z.pos, z.end = 0, 0
+	for z.end == 0 && z.srcErr == nil {
+		z.end, z.srcErr = z.src.Read(z.in)
 	}
 	if z.end > 0 {
 		return nil

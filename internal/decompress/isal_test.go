@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"hash/crc32"
 	"io"
 	"math/rand/v2"
@@ -47,20 +48,28 @@ func pureGzip(br *bufio.Reader) (io.ReadCloser, error) { return gzip.NewReader(b
 // same output when the judge reads it to its end, an error when it fails.
 func checkSame(t *testing.T, b []byte) {
 	t.Helper()
-	want, werr := readAllWith(pureGzip, bytes.NewReader(b), 1<<16)
 	type source struct {
 		name string
-		r    io.Reader
+		open func() io.Reader
 	}
-	for _, n := range []int{512, 1 << 16, 1 << 20} {
-		sources := []source{{"", bytes.NewReader(b)}}
-		if len(b) <= 256<<10 {
-			// Input a byte at a time: every header field, deflate block
-			// and trailer is split between two calls into ISA-L.
-			sources = append(sources, source{", input a byte at a time", iotest.OneByteReader(bytes.NewReader(b))})
-		}
-		for _, src := range sources {
-			got, gerr := readAllWith(newISALReader, src.r, n)
+	sources := []source{
+		{"", func() io.Reader { return bytes.NewReader(b) }},
+		// A source that fails after the stream, as a download cut
+		// short does, and one that fails with its last bytes.
+		{", the source failing at its end", func() io.Reader {
+			return io.MultiReader(bytes.NewReader(b), iotest.ErrReader(io.ErrUnexpectedEOF))
+		}},
+		{", the source failing with its last bytes", func() io.Reader { return &failingWithLast{b: b} }},
+	}
+	if len(b) <= 256<<10 {
+		// Input a byte at a time: every header field, deflate block and
+		// trailer is split between two calls into ISA-L.
+		sources = append(sources, source{", input a byte at a time", func() io.Reader { return iotest.OneByteReader(bytes.NewReader(b)) }})
+	}
+	for _, src := range sources {
+		want, werr := readAllWith(pureGzip, src.open(), 1<<16)
+		for _, n := range []int{512, 1 << 16, 1 << 20} {
+			got, gerr := readAllWith(newISALReader, src.open(), n)
 			switch {
 			case werr == nil && gerr != nil:
 				t.Fatalf("reads of %d%s: isa-l failed: %v (klauspost/compress read %d bytes)", n, src.name, gerr, len(want))
@@ -71,6 +80,27 @@ func checkSame(t *testing.T, b []byte) {
 			}
 		}
 	}
+}
+
+// failingWithLast reads b in reads of at most 4 KiB (less than bufio's
+// buffer, so that bufio reads into the caller's), the last one with an
+// error, and io.EOF after it.
+type failingWithLast struct {
+	b    []byte
+	done bool
+}
+
+func (f *failingWithLast) Read(p []byte) (int, error) {
+	if f.done {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), 4096)], f.b)
+	f.b = f.b[n:]
+	if len(f.b) == 0 {
+		f.done = true
+		return n, errors.New("the source failed")
+	}
+	return n, nil
 }
 
 // withHeaderCRC returns the gzip member b, whose header has the fields of
@@ -140,13 +170,17 @@ func samples(t testing.TB) [][]byte {
 	plain := gz(t, text[:5000], gzip.DefaultCompression, gzip.Header{})
 	reserved := bytes.Clone(plain)
 	reserved[3] |= 1 << 5
+	badID, badMethod := bytes.Clone(plain), bytes.Clone(plain)
+	badID[1] ^= 1
+	badMethod[2] = 7
 	long := gz(t, text[:100], gzip.DefaultCompression, gzip.Header{Name: strings.Repeat("n", 511)})
 	longer := gz(t, text[:100], gzip.DefaultCompression, gzip.Header{Name: strings.Repeat("n", 512)})
 	return append(out,
 		withHeaderCRC(small, fields, false), withHeaderCRC(small, fields, true),
 		withHeaderCRC(plain, gzip.Header{}, false), withHeaderCRC(plain, gzip.Header{}, true),
 		slices.Concat(plain, withHeaderCRC(small, fields, false), small), // members
-		reserved, long, longer, small[:15], small[:30])
+		reserved, long, longer, small[:15], small[:30],
+		badID, badMethod, slices.Concat(plain, badID)) // a second member that is not gzip
 }
 
 // TestISAL: ISA-L's reader reads what klauspost/compress's does, and
