@@ -293,7 +293,17 @@ func changeFor(e render.Entry, booted, staged *render.Dir) (Change, bool, error)
 		return c, false, nil
 	}
 	rel := strings.TrimPrefix(e.Where(), "/etc")
-	def, err := observe(booted, "/usr/etc"+rel, e.Entry)
+	// ostree's diff sees files, not links: a hard link the MCD made in
+	// the live /etc is the file it links to, as the default is.
+	asFile := e.Entry
+	if asFile.Type == manifest.Hardlink {
+		asFile.Type, asFile.Target = manifest.File, ""
+	}
+	def, err := observe(booted, "/usr/etc"+rel, asFile)
+	if err != nil {
+		return c, false, err
+	}
+	liveFile, err := observe(booted, "/etc"+rel, asFile)
 	if err != nil {
 		return c, false, err
 	}
@@ -309,19 +319,59 @@ func changeFor(e render.Entry, booted, staged *render.Dir) (Change, bool, error)
 		return c, false, err
 	}
 	c.ConfigDir = e.Path == path.Dir(render.CurrentConfig)
-	c.Node = nodeChange(def, live)
+	c.Node = nodeChange(def, liveFile)
+	reason := fmt.Sprintf("the node %s it: finalization keeps the node's change", c.Node)
+	if c.Node == Unmodified {
+		// A directory above it that the node removed, or replaced with
+		// something else, takes it along: finalization removes the
+		// directory, or copies the node's in its place.
+		parent, change, err := parentChange(booted, rel)
+		if err != nil {
+			return c, false, err
+		}
+		if change != Unmodified {
+			c.Node, live = change, observed{}
+			reason = fmt.Sprintf("the node %s %s, above it: finalization removes it with the directory", change, "/etc"+parent)
+		}
+	}
 	after := finalized(c.Node, live, st)
 	c.Kinds = kinds(e.Entry, after.e, after.ok)
 	c.AsWanted = len(kinds(e.Entry, st.e, st.ok)) == 0
 	switch {
 	case len(c.Kinds) == 0:
 	case c.Node != Unmodified:
-		c.Op, c.Reason = OpSkipped, fmt.Sprintf("the node %s it: finalization keeps the node's change", c.Node)
+		c.Op, c.Reason = OpSkipped, reason
 	default:
 		c.Op = opFor(e.Type)
 		return c, true, nil
 	}
 	return c, false, nil
+}
+
+// parentChange returns the nearest directory above rel (a path under
+// /etc, without it) that the node removed, or replaced with something
+// that is not a directory, relative to the booted deployment's defaults,
+// and what the node did to it; Unmodified when there is none.
+func parentChange(booted *render.Dir, rel string) (string, NodeChange, error) {
+	for dir := path.Dir(rel); dir != "/" && dir != "."; dir = path.Dir(dir) {
+		def, ok, err := booted.Lstat("/usr/etc" + dir)
+		if err != nil || !ok || def.Type != manifest.Directory {
+			if err != nil {
+				return "", "", err
+			}
+			continue // not the node's doing: the defaults have no directory there
+		}
+		live, ok, err := booted.Lstat("/etc" + dir)
+		switch {
+		case err != nil:
+			return "", "", err
+		case !ok:
+			return dir, Removed, nil
+		case live.Type != manifest.Directory:
+			return dir, Modified, nil
+		}
+	}
+	return "", Unmodified, nil
 }
 
 // skipReason says why an owned path is never written into the staged

@@ -124,10 +124,18 @@ func setup(t *testing.T) (ostreetest.Staged, []*machineconfig.MachineConfig, *ma
 // o.B are filled in).
 func setupWith(t *testing.T, o ostreetest.StageOptions) (ostreetest.Staged, []*machineconfig.MachineConfig, *manifest.Manifest) {
 	t.Helper()
+	return setupMC(t, prepareMC, nil, o)
+}
+
+// setupMC is setupWith with the MachineConfig mc, and editL, when set,
+// changing L's tree after the bake (a layered image whose MachineConfigs
+// are not all the node's).
+func setupMC(t *testing.T, mc string, editL func(lRoot string), o ostreetest.StageOptions) (ostreetest.Staged, []*machineconfig.MachineConfig, *manifest.Manifest) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: ostree deploys and owners")
 	}
-	mcs, err := machineconfig.Parse("prepare.yaml", []byte(prepareMC))
+	mcs, err := machineconfig.Parse("prepare.yaml", []byte(mc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,6 +159,9 @@ func setupWith(t *testing.T, o ostreetest.StageOptions) (ostreetest.Staged, []*m
 	}
 	baseTree(t, lRoot)
 	bake(t, lRoot, res)
+	if editL != nil {
+		editL(lRoot)
+	}
 	o.L, o.B = lRoot, bRoot
 	return ostreetest.StageWith(t, o), mcs, m
 }
@@ -337,6 +348,67 @@ func TestPrepare(t *testing.T) {
 	varRecords, err := node.ReadRecords(filepath.Join(staged.Var(), node.VarRecordDir, node.RecordFile))
 	if err != nil || len(varRecords) != 2 {
 		t.Errorf("records under /var = %d, %v; want 2", len(varRecords), err)
+	}
+}
+
+// TestPrepareHardLink: a hard link the MachineConfigs own, which the MCD
+// made in the live /etc (os.Link) while the default is a copy, is what
+// ostree's diff calls unmodified (it compares content, mode and owners,
+// not inodes): finalization leaves the staged /etc's, so Prepare writes
+// it there.
+func TestPrepareHardLink(t *testing.T) {
+	mc := strings.Replace(prepareMC, "    systemd:\n", "      links:\n        - {path: /etc/mcbake/hl.conf, target: /etc/mcbake/kubelet.conf, hard: true}\n    systemd:\n", 1)
+	st, mcs, _ := setupMC(t, mc, nil, ostreetest.StageOptions{MCDWrite: func(etc string) error {
+		hl := filepath.Join(etc, "mcbake", "hl.conf")
+		if err := os.Remove(hl); err != nil {
+			return err
+		}
+		return os.Link(filepath.Join(etc, "mcbake", "kubelet.conf"), hl)
+	}})
+	s, booted, staged := deployments(t, st)
+	rec, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, DryRun: true})
+	if err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	for _, c := range rec.Changes {
+		if c.Path == "/etc/mcbake/hl.conf" {
+			if c.Node != node.Unmodified || c.Op == node.OpSkipped {
+				t.Errorf("the MCD's hard link: node %s, op %s (%s); want unmodified and written", c.Node, c.Op, c.Reason)
+			}
+			return
+		}
+	}
+	t.Errorf("no change for /etc/mcbake/hl.conf: %v", paths(rec.Changes))
+}
+
+// TestPrepareRemovedParent: an owned file the booted image's defaults
+// lack, below a directory they have and the node removed, is skipped:
+// finalization removes the whole directory (ostree's merge deletes what
+// the node removed, recursively), whatever is written below it.
+func TestPrepareRemovedParent(t *testing.T) {
+	st, mcs, _ := setupMC(t, prepareMC, func(lRoot string) {
+		if err := os.Remove(filepath.Join(lRoot, "etc/mcbake/new/deep/b.conf")); err != nil {
+			t.Fatal(err)
+		}
+	}, ostreetest.StageOptions{MCDWrite: func(etc string) error {
+		return os.RemoveAll(filepath.Join(etc, "mcbake", "new"))
+	}})
+	s, booted, staged := deployments(t, st)
+	rec, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, DryRun: true})
+	if err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	got := map[string]node.Change{}
+	for _, c := range rec.Changes {
+		got[c.Path] = c
+	}
+	for _, p := range []string{"/etc/mcbake/new", "/etc/mcbake/new/deep", "/etc/mcbake/new/deep/b.conf"} {
+		if c := got[p]; c.Op != node.OpSkipped || c.Node != node.Removed {
+			t.Errorf("%s: node %s, op %s (%s); want skipped as removed", p, c.Node, c.Op, c.Reason)
+		}
+	}
+	if r := got["/etc/mcbake/new/deep/b.conf"].Reason; !strings.Contains(r, "/etc/mcbake/new") {
+		t.Errorf("b.conf's reason %q does not name the removed directory", r)
 	}
 }
 
