@@ -243,6 +243,11 @@ func (r *renderer) files() {
 		if f.Mode != nil {
 			mode = uint32(*f.Mode)
 		}
+		if f.Path == KubeConfig {
+			// The MCD makes it 0600 after every write of the files
+			// (updateKubeConfigPermission), whatever the mode asked.
+			mode = 0o600
+		}
 		uid := r.owners.uid(f.User.ID, f.User.Name, loc(src))
 		gid := r.owners.gid(f.Group.ID, f.Group.Name, loc(src))
 		r.addFile(f.Path, content, mode, uid, gid, src)
@@ -313,20 +318,24 @@ func (r *renderer) currentConfig(b []byte, err error) {
 	r.addFile(CurrentConfig, b, 0o644, 0, 0, machineconfig.Source{MachineConfig: r.m.Name, Field: "spec"})
 }
 
-// decode returns a resource's content: a data URL, optionally gzip
-// compressed (bounded by MaxContent while decompressing), checked against
-// its verification hash.
+// KubeConfig is the kubelet's kubeconfig, which the MCD keeps at 0600.
+const KubeConfig = "/etc/kubernetes/kubeconfig"
+
+// decode returns a resource's content as the MCD decodes it
+// (DecodeIgnitionFileContents): no source is an empty file, whatever the
+// compression; a source is a data URL (an empty one is not), optionally
+// gzip compressed (bounded by MaxContent while decompressing); checked
+// against its verification hash.
 func decode(res types.Resource, limit int) ([]byte, error) {
-	var data []byte
-	if res.Source != nil && *res.Source != "" {
-		du, err := dataurl.DecodeString(*res.Source)
-		if err != nil {
-			return nil, fmt.Errorf("decoding data URL: %w", err)
-		}
-		data = du.Data
+	if res.Source == nil {
+		return nil, verify(res.Verification, nil)
 	}
+	du, err := dataurl.DecodeString(*res.Source)
+	if err != nil {
+		return nil, fmt.Errorf("decoding data URL: %w", err)
+	}
+	data := du.Data
 	if res.Compression != nil && *res.Compression == "gzip" {
-		var err error
 		if data, err = gunzip(data, limit); err != nil {
 			return nil, err
 		}

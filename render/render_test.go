@@ -27,7 +27,12 @@ func TestRenderFiles(t *testing.T) {
 		fmt.Sprintf(`{"path":"/etc/gz-pct","mode":493,"contents":{"compression":"gzip","source":%q,"verification":{"hash":"sha512-%s"}}},`, percentURL(gz(t, []byte(gzText))), hex.EncodeToString(sum[:]))+
 		fmt.Sprintf(`{"path":"/etc/hashed","contents":{"source":"data:,x","verification":{"hash":"sha256-%s"}}},`, sha("x").Encoded())+
 		`{"path":"/etc/empty"},`+
-		`{"path":"/etc/owned","user":{"id":42},"group":{"id":43},"contents":{"source":"data:,"}}]}`)
+		`{"path":"/etc/owned","user":{"id":42},"group":{"id":43},"contents":{"source":"data:,"}},`+
+		// No source is an empty file, compressed or not (the MCD's
+		// DecodeIgnitionFileContents gunzips only a source).
+		`{"path":"/etc/gz-empty","contents":{"compression":"gzip"}},`+
+		// The MCD makes the kubeconfig 0600 after every write.
+		`{"path":"/etc/kubernetes/kubeconfig","mode":420,"contents":{"source":"data:,k"}}]}`)
 	res, err := renderDocs(t, nil, doc)
 	if err != nil {
 		t.Fatalf("Render() = %v", err)
@@ -37,14 +42,16 @@ func TestRenderFiles(t *testing.T) {
 			Digest: sha(content), Source: src("00-f", fmt.Sprintf("spec.config.storage.files[%d]", i))}
 	}
 	want := map[string]manifest.Entry{
-		"/etc/plain":  file("/etc/plain", "hello world", 0o644, 0, 0, 0),
-		"/etc/b64":    file("/etc/b64", "hello", 0o600, 0, 0, 1),
-		"/etc/gz-b64": file("/etc/gz-b64", gzText, 0o644, 0, 0, 2),
-		"/etc/gz-pct": file("/etc/gz-pct", gzText, 0o755, 0, 0, 3),
-		"/etc/hashed": file("/etc/hashed", "x", 0o644, 0, 0, 4),
-		"/etc/empty":  file("/etc/empty", "", 0o644, 0, 0, 5),
-		"/etc/owned":  file("/etc/owned", "", 0o644, 42, 43, 6),
-		"/etc":        {Path: "/etc", Type: manifest.Directory, Mode: 0o755, Source: src("00-f", "spec.config.storage.files[0]")},
+		"/etc/plain":                 file("/etc/plain", "hello world", 0o644, 0, 0, 0),
+		"/etc/b64":                   file("/etc/b64", "hello", 0o600, 0, 0, 1),
+		"/etc/gz-b64":                file("/etc/gz-b64", gzText, 0o644, 0, 0, 2),
+		"/etc/gz-pct":                file("/etc/gz-pct", gzText, 0o755, 0, 0, 3),
+		"/etc/hashed":                file("/etc/hashed", "x", 0o644, 0, 0, 4),
+		"/etc/empty":                 file("/etc/empty", "", 0o644, 0, 0, 5),
+		"/etc/owned":                 file("/etc/owned", "", 0o644, 42, 43, 6),
+		"/etc/gz-empty":              file("/etc/gz-empty", "", 0o644, 0, 0, 7),
+		"/etc/kubernetes/kubeconfig": file("/etc/kubernetes/kubeconfig", "k", 0o600, 0, 0, 8),
+		"/etc":                       {Path: "/etc", Type: manifest.Directory, Mode: 0o755, Source: src("00-f", "spec.config.storage.files[0]")},
 	}
 	if diff := cmp.Diff(want, pick(res, keys(want)...)); diff != "" {
 		t.Errorf("Render() entries mismatch (-want +got):\n%s", diff)
@@ -73,6 +80,11 @@ func TestRenderFileErrors(t *testing.T) {
 		file: fmt.Sprintf(`{"path":"/etc/h","contents":{"compression":"gzip","source":%q,"verification":{"hash":"sha256-%s"}}}`,
 			base64URL(gz(t, []byte("z"))), sha(string(gz(t, []byte("z")))).Encoded()),
 		want: "mc0.yaml: 00-e: spec.config.storage.files[0].contents: verification hash mismatch: content has " + strings.Replace(sha("z").String(), ":", "-", 1),
+	}, {
+		// The MCD's dataurl.DecodeString("") fails: the update with it.
+		name: "an empty source",
+		file: `{"path":"/etc/e","contents":{"source":""}}`,
+		want: "mc0.yaml: 00-e: spec.config.storage.files[0].contents: decoding data URL: missing data prefix",
 	}, {
 		name: "not gzip data",
 		file: `{"path":"/etc/g","contents":{"compression":"gzip","source":"data:,this%20is%20not%20gzip"}}`,
