@@ -664,6 +664,60 @@ func TestSysrootDeployments(t *testing.T) {
 	}
 }
 
+// TestBootedComposefs: on a running system whose "/" is not a deployment
+// directory (a composefs or overlay root, as this test's "/" is not one),
+// the booted deployment is the one the kernel command line's ostree=
+// names, through the boot links; with no ostree= it is an error.
+func TestBootedComposefs(t *testing.T) {
+	st, _, _ := setup(t)
+	unstage(t, st)
+	entries, err := filepath.Glob(filepath.Join(st.Sysroot, "boot", "loader", "entries", "*.conf"))
+	if err != nil || len(entries) == 0 {
+		t.Fatalf("bootloader entries: %v, %v", entries, err)
+	}
+	want, err := filepath.EvalSymlinks(st.Booted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmdline string
+	for _, e := range entries {
+		b, err := os.ReadFile(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if link, ok := strings.CutPrefix(f, "ostree="); ok {
+				if p, err := filepath.EvalSymlinks(filepath.Join(st.Sysroot, link)); err == nil && p == want {
+					cmdline = "BOOT_IMAGE=/vmlinuz root=UUID=x rw " + f + " quiet\n"
+				}
+			}
+		}
+	}
+	if cmdline == "" {
+		t.Fatalf("no bootloader entry's ostree= names %s", st.Booted)
+	}
+	file := filepath.Join(t.TempDir(), "cmdline")
+	defer node.SetCmdline(file)()
+	s, err := node.OpenSysroot(st.Sysroot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Running = true
+	if err := os.WriteFile(file, []byte("BOOT_IMAGE=/vmlinuz root=UUID=x rw quiet\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := s.Booted(); err == nil {
+		t.Fatalf("Booted() without ostree= = %+v, want an error", d)
+	}
+	if err := os.WriteFile(file, []byte(cmdline), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	booted, err := s.Booted()
+	if err != nil || booted.Dir != st.Booted {
+		t.Fatalf("Booted() = %+v, %v; want %s", booted, err, st.Booted)
+	}
+}
+
 // TestPreparePlanMismatch: a plan that lists another path than the node
 // computes, or whose images the node cannot identify, is refused and
 // nothing is written.

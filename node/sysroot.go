@@ -210,10 +210,29 @@ func (s *Sysroot) resolveBootLink(link string) string {
 	return filepath.Join(s.Physical, "ostree", "deploy", strings.TrimPrefix(p, deploy+"/"))
 }
 
+// procCmdline is the kernel command line (a variable for the tests).
+var procCmdline = "/proc/cmdline"
+
+// cmdlineDeployment is the deployment the kernel command line's ostree=
+// names, as ostree-prepare-root reads it at boot; nil when there is none.
+func (s *Sysroot) cmdlineDeployment(ds []Deployment) *Deployment {
+	b, err := os.ReadFile(procCmdline)
+	if err != nil {
+		return nil
+	}
+	for _, arg := range strings.Fields(string(b)) {
+		if link, ok := strings.CutPrefix(arg, "ostree="); ok {
+			return byDir(ds, s.resolveBootLink(link))
+		}
+	}
+	return nil
+}
+
 // Booted returns the deployment the node runs: on a booted system the one
-// whose root is "/", otherwise the default bootloader entry's (the one a
-// boot would start, which is what ostree merges from when nothing is
-// booted).
+// whose root is "/", or, where "/" is a composefs or overlay mount over it
+// (no deployment directory is "/"), the one the kernel command line's
+// ostree= names; otherwise the default bootloader entry's (the one a boot
+// would start, which is what ostree merges from when nothing is booted).
 func (s *Sysroot) Booted() (*Deployment, error) {
 	ds, err := s.Deployments()
 	if err != nil {
@@ -230,7 +249,10 @@ func (s *Sysroot) Booted() (*Deployment, error) {
 				return &ds[i], nil
 			}
 		}
-		return nil, errors.New("no deployment is the running root (is this an ostree system?)")
+		if d := s.cmdlineDeployment(ds); d != nil {
+			return d, nil
+		}
+		return nil, errors.New("no deployment is the running root, nor the kernel command line's ostree= (is this an ostree system?)")
 	}
 	entries, err := s.bootEntries()
 	if err != nil {
