@@ -331,7 +331,10 @@ func changeFor(e render.Entry, booted, staged *render.Dir) (Change, bool, error)
 		}
 		if change != Unmodified {
 			c.Node, live = change, observed{}
-			reason = fmt.Sprintf("the node %s %s, above it: finalization removes it with the directory", change, "/etc"+parent)
+			reason = fmt.Sprintf("the node removed the directory %s above it: finalization removes it with the directory", "/etc"+parent)
+			if change == Modified {
+				reason = fmt.Sprintf("the node replaced the directory %s above it: finalization puts the node's copy in the directory's place", "/etc"+parent)
+			}
 		}
 	}
 	after := finalized(c.Node, live, st)
