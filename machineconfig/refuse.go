@@ -92,18 +92,10 @@ func coreFieldsSet(u types.PasswdUser) []string {
 
 func (r *refusals) storage(s types.Storage) {
 	const f = "spec.config.storage"
-	for i := range s.Disks {
-		r.add(fmt.Sprintf("%s.disks[%d]", f, i), "disks are not supported by the machine-config-daemon")
-	}
-	for i := range s.Raid {
-		r.add(fmt.Sprintf("%s.raid[%d]", f, i), "raid is not supported by the machine-config-daemon")
-	}
-	for i := range s.Filesystems {
-		r.add(fmt.Sprintf("%s.filesystems[%d]", f, i), "filesystems are not supported by the machine-config-daemon")
-	}
-	for i := range s.Luks {
-		r.add(fmt.Sprintf("%s.luks[%d]", f, i), "luks is not supported by the machine-config-daemon")
-	}
+	// disks, raid, filesystems and luks are Ignition's at a node's install:
+	// the MCO keeps them in a pool's config forever, refuses a change to
+	// them and never applies them. Nothing is baked for them (verify's
+	// MCB021 says so).
 	for i, file := range s.Files {
 		r.file(fmt.Sprintf("%s.files[%d]", f, i), file)
 	}

@@ -80,6 +80,7 @@ const (
 	RuleKernelType          = "MCB018"
 	RuleFIPS                = "MCB019"
 	RuleOSImageURL          = "MCB020"
+	RuleStorageLayout       = "MCB021"
 )
 
 var rules = []Rule{
@@ -87,7 +88,7 @@ var rules = []Rule{
 		Summary: "Ignition content the machine-config-daemon does not apply or mcbake refuses",
 		Description: "The MachineConfig holds Ignition content that the machine-config-daemon does not apply, or that cannot be baked offline: " +
 			"append; remote sources (http, https, s3, gs, tftp: the build is offline); passwd users other than core, and core fields other than sshAuthorizedKeys and passwordHash; " +
-			"passwd groups; storage disks, raid, filesystems or luks; modes above 0777; a file at /run/machine-config-daemon-force; compression other than none or gzip; " +
+			"passwd groups; modes above 0777; a file at /run/machine-config-daemon-force; compression other than none or gzip; " +
 			"paths that are not absolute and clean; link targets that escape the root; content that does not decode (a bad data URL, bad gzip, gzip that expands past 64 MiB, " +
 			"a verification hash that does not match); and Ignition configs that do not parse or validate. Each problem is one finding at the field's JSON path; mcbake build refuses the same content.",
 		Fix: "Remove the field, or inline the content as a data: URL (gzip-compressed when large); manage users, groups and disks outside MachineConfigs."},
@@ -206,6 +207,13 @@ var rules = []Rule{
 			"the node would leave the layered image for that one. MachineConfigs a controller generated (annotation machineconfiguration.openshift.io/generated-by-controller-version) " +
 			"are not checked: the MCO ignores their osImageURL.",
 		Fix: "Remove spec.osImageURL from the MachineConfig, or set it to the layered image (off-cluster layering) or to the base it is built on."},
+	{ID: RuleStorageLayout, Name: "storage-layout", Severity: Warning,
+		Summary: "storage disks, raid, filesystems or luks: set when a node is installed, not by an image",
+		Description: "The MachineConfig's Ignition config has storage disks, raid, filesystems or luks (a /var partition, disk encryption). Ignition partitions, formats and encrypts " +
+			"when a node is installed, and writes the mount units it generates into that node's /etc; the machine-config-daemon never applies these sections on a running node (it refuses " +
+			"a change to disks, raid or filesystems, and ignores one to luks), so they stay in a pool's config as they were. mcbake bakes nothing for them: the nodes keep their disks, and their own mount units across a rebase. " +
+			"One finding per section of each MachineConfig.",
+		Fix: "Nothing, for nodes installed with this layout; a new layout needs new nodes (or the MCO's irreconcilable-change overrides)."},
 }
 
 // Rules returns every rule, ordered by ID.

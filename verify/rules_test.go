@@ -36,7 +36,6 @@ func TestRulesFire(t *testing.T) {
 			false, []string{
 				"mc-0 spec.config.passwd.groups[0] ",
 				"mc-0 spec.config.passwd.users[0].name ",
-				"mc-0 spec.config.storage.disks[0] ",
 				"mc-0 spec.config.storage.files[0].append /etc/a.conf",
 				"mc-0 spec.config.storage.files[1].contents.source /etc/b.conf",
 				"mc-0 spec.config.storage.files[2].mode /etc/c.conf",

@@ -7,7 +7,8 @@ import (
 )
 
 // specFields reports the fields beside the Ignition config that an image
-// cannot carry (MCB016-MCB020).
+// cannot carry (MCB016-MCB020), and the storage layout Ignition applies
+// at install (MCB021).
 func (c *checker) specFields() {
 	for _, mc := range c.in.mcs {
 		at := func(field string) machineconfig.Source {
@@ -25,6 +26,15 @@ func (c *checker) specFields() {
 		}
 		if s.FIPS {
 			c.add(RuleFIPS, at("spec.fips"), "", "fips: true: FIPS mode is set when a node is installed; the image cannot carry it and the machine-config-daemon does not change it on a running node")
+		}
+		st := mc.Ignition.Storage
+		for _, sec := range []struct {
+			name string
+			n    int
+		}{{"disks", len(st.Disks)}, {"raid", len(st.Raid)}, {"filesystems", len(st.Filesystems)}, {"luks", len(st.Luks)}} {
+			if sec.n > 0 {
+				c.add(RuleStorageLayout, at("spec.config.storage."+sec.name), "", "storage %s (%d): Ignition applies them when a node is installed; the image cannot carry them and the machine-config-daemon never applies them on a running node", sec.name, sec.n)
+			}
 		}
 		if s.OSImageURL != "" && c.base != nil && !mc.Generated() && !c.namesInput(s.OSImageURL) {
 			c.add(RuleOSImageURL, at("spec.osImageURL"), "", "osImageURL %s names neither the base (%s, %s) nor the image: the machine-config-daemon would rebase the node onto it", s.OSImageURL, c.base.ref, c.base.digest)

@@ -32,6 +32,11 @@ spec:
   kernelType: realtime
   fips: true
   osImageURL: quay.io/example/other@sha256:0000000000000000000000000000000000000000000000000000000000000000
+  config:
+    ignition: {version: 3.5.0}
+    storage:
+      disks: [{device: /dev/vdb}]
+      luks: [{name: root, device: /dev/disk/by-partlabel/root, clevis: {tpm2: true}}]
 `)
 	quiet := writeDoc(t, dir, "20-quiet", `kind: MachineConfig
 metadata: {name: 20-quiet}
@@ -51,15 +56,22 @@ spec:
 		{RuleKernelType, []string{"10-set spec.kernelType "}},
 		{RuleFIPS, []string{"10-set spec.fips "}},
 		{RuleOSImageURL, []string{"10-set spec.osImageURL "}},
+		{RuleStorageLayout, []string{"10-set spec.config.storage.disks ", "10-set spec.config.storage.luks "}},
 	}
 	r := e.run(Options{MachineConfigs: []string{set, quiet}, Base: e.base})
-	wantLine := map[string]int{RuleKernelArguments: 4, RuleExtensions: 5, RuleKernelType: 6, RuleFIPS: 7, RuleOSImageURL: 8}
+	wantLine := map[string]int{RuleKernelArguments: 4, RuleExtensions: 5, RuleKernelType: 6, RuleFIPS: 7, RuleOSImageURL: 8, RuleStorageLayout: -1}
 	for _, tt := range tests {
 		got := r.ByRule(tt.rule)
 		if diff := cmp.Diff(tt.want, fieldsOf(got)); diff != "" {
 			t.Errorf("%s findings (-want +got):\n%s", tt.rule, diff)
 		}
 		for _, f := range got {
+			if tt.rule == RuleStorageLayout {
+				if want := map[string]int{"spec.config.storage.disks": 12, "spec.config.storage.luks": 13}[f.Field]; f.Line != want {
+					t.Errorf("%s finding at %s:%d, want line %d", f.Field, f.File, f.Line, want)
+				}
+				continue
+			}
 			if f.Line != wantLine[tt.rule] || f.File != set {
 				t.Errorf("%s finding at %s:%d, want %s:%d", tt.rule, f.File, f.Line, set, wantLine[tt.rule])
 			}
