@@ -93,9 +93,9 @@ func coreFieldsSet(u types.PasswdUser) []string {
 func (r *refusals) storage(s types.Storage) {
 	const f = "spec.config.storage"
 	// disks, raid, filesystems and luks are Ignition's at a node's install:
-	// the MCO keeps them in a pool's config forever, refuses a change to
-	// them and never applies them. Nothing is baked for them (verify's
-	// MCB021 says so).
+	// they stay in a pool's config forever, and the MCD never applies them
+	// (the MCO refuses a change to the first three and ignores one to
+	// luks). Nothing is baked for them (verify's MCB021 says so).
 	for i, file := range s.Files {
 		r.file(fmt.Sprintf("%s.files[%d]", f, i), file)
 	}

@@ -91,7 +91,7 @@ var rules = []Rule{
 			"passwd groups; modes above 0777; a file at /run/machine-config-daemon-force; compression other than none or gzip; " +
 			"paths that are not absolute and clean; link targets that escape the root; content that does not decode (a bad data URL, bad gzip, gzip that expands past 64 MiB, " +
 			"a verification hash that does not match); and Ignition configs that do not parse or validate. Each problem is one finding at the field's JSON path; mcbake build refuses the same content.",
-		Fix: "Remove the field, or inline the content as a data: URL (gzip-compressed when large); manage users, groups and disks outside MachineConfigs."},
+		Fix: "Remove the field, or inline the content as a data: URL (gzip-compressed when large); manage users and groups outside MachineConfigs."},
 	{ID: RuleConflict, Name: "machineconfig-conflict", Severity: Warning,
 		Summary: "two MachineConfigs define the same path or unit differently",
 		Description: "Two MachineConfigs define the same file, directory or link path, or the same systemd unit, differently. They merge as the Machine Config Operator merges them: " +
