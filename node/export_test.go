@@ -7,10 +7,10 @@ func WithFailAt(o PrepareOptions, f func(i int) error) PrepareOptions {
 	return o
 }
 
-// SetCmdline makes p the kernel command line's file until the returned
+// SetRunningEtc makes p the running system's /etc until the returned
 // function is called.
-func SetCmdline(p string) func() {
-	old := procCmdline
-	procCmdline = p
-	return func() { procCmdline = old }
+func SetRunningEtc(p string) func() {
+	old := runningEtc
+	runningEtc = p
+	return func() { runningEtc = old }
 }

@@ -351,18 +351,24 @@ func changeFor(e render.Entry, booted, staged *render.Dir) (Change, bool, error)
 	return c, false, nil
 }
 
-// parentChange returns the nearest directory above rel (a path under
-// /etc, without it) that the node removed, or replaced with something
-// that is not a directory, relative to the booted deployment's defaults,
-// and what the node did to it; Unmodified when there is none.
+// parentChange returns the directory above rel (a path under /etc,
+// without it) that the node removed, or replaced with something that is
+// not a directory, relative to the booted deployment's defaults, and what
+// the node did to it; Unmodified when there is none. It walks down from
+// /etc as ostree's diff does, and stops where the defaults have no real
+// directory (a symlink, say): the diff does not look below it, and every
+// lookup before has real directories above it on both sides.
 func parentChange(booted *render.Dir, rel string) (string, NodeChange, error) {
-	for dir := path.Dir(rel); dir != "/" && dir != "."; dir = path.Dir(dir) {
+	parts := strings.Split(strings.Trim(rel, "/"), "/")
+	dir := ""
+	for _, name := range parts[:len(parts)-1] {
+		dir += "/" + name
 		def, ok, err := booted.Lstat("/usr/etc" + dir)
-		if err != nil || !ok || def.Type != manifest.Directory {
-			if err != nil {
-				return "", "", err
-			}
-			continue // not the node's doing: the defaults have no directory there
+		if err != nil {
+			return "", "", err
+		}
+		if !ok || def.Type != manifest.Directory {
+			return "", Unmodified, nil // not the node's doing: the defaults have no directory there
 		}
 		live, ok, err := booted.Lstat("/etc" + dir)
 		switch {

@@ -412,6 +412,46 @@ func TestPrepareRemovedParent(t *testing.T) {
 	}
 }
 
+// TestPrepareSymlinkedParent: a parent the defaults have as a symlink,
+// which the node replaced with a directory, is modified: ostree's diff
+// does not look below it, and finalization keeps what is written inside
+// the staged directory. The file below is not skipped as below a removed
+// directory (the symlink's target, followed, has one the node lacks).
+func TestPrepareSymlinkedParent(t *testing.T) {
+	st, mcs, _ := setupMC(t, prepareMC, func(lRoot string) {
+		etc := filepath.Join(lRoot, "etc", "mcbake")
+		if err := os.Rename(filepath.Join(etc, "new"), filepath.Join(etc, "new.d")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(filepath.Join(etc, "new.d", "deep", "b.conf")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("new.d", filepath.Join(etc, "new")); err != nil {
+			t.Fatal(err)
+		}
+	}, ostreetest.StageOptions{MCDWrite: func(etc string) error {
+		p := filepath.Join(etc, "mcbake", "new")
+		if err := os.Remove(p); err != nil {
+			return err
+		}
+		return os.Mkdir(p, 0o755)
+	}})
+	s, booted, staged := deployments(t, st)
+	rec, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, DryRun: true})
+	if err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	for _, c := range rec.Changes {
+		if c.Path == "/etc/mcbake/new/deep/b.conf" {
+			if c.Op == node.OpSkipped && strings.Contains(c.Reason, "above it") {
+				t.Errorf("b.conf skipped as below a changed directory: %s", c.Reason)
+			}
+			return
+		}
+	}
+	t.Errorf("no change for b.conf: %v", paths(rec.Changes))
+}
+
 // TestPrepareFailureHalfway injects a failure after some of the writes:
 // every path ends old, and the record says so.
 func TestPrepareFailureHalfway(t *testing.T) {
@@ -666,52 +706,24 @@ func TestSysrootDeployments(t *testing.T) {
 
 // TestBootedComposefs: on a running system whose "/" is not a deployment
 // directory (a composefs or overlay root, as this test's "/" is not one),
-// the booted deployment is the one the kernel command line's ostree=
-// names, through the boot links; with no ostree= it is an error.
+// the booted deployment is the one whose etc is the running /etc; with
+// none, it is an error.
 func TestBootedComposefs(t *testing.T) {
 	st, _, _ := setup(t)
 	unstage(t, st)
-	entries, err := filepath.Glob(filepath.Join(st.Sysroot, "boot", "loader", "entries", "*.conf"))
-	if err != nil || len(entries) == 0 {
-		t.Fatalf("bootloader entries: %v, %v", entries, err)
-	}
-	want, err := filepath.EvalSymlinks(st.Booted)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cmdline string
-	for _, e := range entries {
-		b, err := os.ReadFile(e)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range strings.Fields(string(b)) {
-			if link, ok := strings.CutPrefix(f, "ostree="); ok {
-				if p, err := filepath.EvalSymlinks(filepath.Join(st.Sysroot, link)); err == nil && p == want {
-					cmdline = "BOOT_IMAGE=/vmlinuz root=UUID=x rw " + f + " quiet\n"
-				}
-			}
-		}
-	}
-	if cmdline == "" {
-		t.Fatalf("no bootloader entry's ostree= names %s", st.Booted)
-	}
-	file := filepath.Join(t.TempDir(), "cmdline")
-	defer node.SetCmdline(file)()
 	s, err := node.OpenSysroot(st.Sysroot)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Running = true
-	if err := os.WriteFile(file, []byte("BOOT_IMAGE=/vmlinuz root=UUID=x rw quiet\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	restore := node.SetRunningEtc(t.TempDir())
 	if d, err := s.Booted(); err == nil {
-		t.Fatalf("Booted() without ostree= = %+v, want an error", d)
+		t.Fatalf("Booted() with an /etc of no deployment = %+v, want an error", d)
 	}
-	if err := os.WriteFile(file, []byte(cmdline), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	restore()
+	// The running /etc, as ostree-prepare-root mounts it: a bind mount of
+	// the deployment's (here the directory itself).
+	defer node.SetRunningEtc(filepath.Join(st.Booted, "etc"))()
 	booted, err := s.Booted()
 	if err != nil || booted.Dir != st.Booted {
 		t.Fatalf("Booted() = %+v, %v; want %s", booted, err, st.Booted)

@@ -210,29 +210,23 @@ func (s *Sysroot) resolveBootLink(link string) string {
 	return filepath.Join(s.Physical, "ostree", "deploy", strings.TrimPrefix(p, deploy+"/"))
 }
 
-// procCmdline is the kernel command line (a variable for the tests).
-var procCmdline = "/proc/cmdline"
+// runningEtc is the running system's /etc (a variable for the tests).
+var runningEtc = "/etc"
 
-// cmdlineDeployment is the deployment the kernel command line's ostree=
-// names, as ostree-prepare-root reads it at boot; nil when there is none.
-func (s *Sysroot) cmdlineDeployment(ds []Deployment) *Deployment {
-	b, err := os.ReadFile(procCmdline)
-	if err != nil {
-		return nil
-	}
-	for _, arg := range strings.Fields(string(b)) {
-		if link, ok := strings.CutPrefix(arg, "ostree="); ok {
-			return byDir(ds, s.resolveBootLink(link))
-		}
-	}
-	return nil
+// sameFile reports whether a and b are one inode.
+func sameFile(a, b string) bool {
+	var sa, sb unix.Stat_t
+	return unix.Stat(a, &sa) == nil && unix.Stat(b, &sb) == nil && sa.Dev == sb.Dev && sa.Ino == sb.Ino
 }
 
 // Booted returns the deployment the node runs: on a booted system the one
 // whose root is "/", or, where "/" is a composefs or overlay mount over it
-// (no deployment directory is "/"), the one the kernel command line's
-// ostree= names; otherwise the default bootloader entry's (the one a boot
-// would start, which is what ostree merges from when nothing is booted).
+// (no deployment directory is "/"), the one whose etc directory is the
+// running /etc, which ostree-prepare-root mounts from the deployment;
+// otherwise the default bootloader entry's (the one a boot would start,
+// which is what ostree merges from when nothing is booted). The kernel
+// command line's ostree= is not used: the boot links it names are
+// rewritten by every deploy that is not staged.
 func (s *Sysroot) Booted() (*Deployment, error) {
 	ds, err := s.Deployments()
 	if err != nil {
@@ -249,10 +243,12 @@ func (s *Sysroot) Booted() (*Deployment, error) {
 				return &ds[i], nil
 			}
 		}
-		if d := s.cmdlineDeployment(ds); d != nil {
-			return d, nil
+		for i := range ds {
+			if sameFile(filepath.Join(ds[i].Dir, "etc"), runningEtc) {
+				return &ds[i], nil
+			}
 		}
-		return nil, errors.New("no deployment is the running root, nor the kernel command line's ostree= (is this an ostree system?)")
+		return nil, errors.New("no deployment is the running root, nor has the running /etc (is this an ostree system?)")
 	}
 	entries, err := s.bootEntries()
 	if err != nil {
