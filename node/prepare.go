@@ -307,9 +307,11 @@ func changeFor(e render.Entry, booted, staged *render.Dir) (Change, bool, error)
 	if err != nil {
 		return c, false, err
 	}
-	live, err := observe(booted, "/etc"+rel, e.Entry)
-	if err != nil {
-		return c, false, err
+	live := liveFile // what finalization copies when the node changed it
+	if e.Type == manifest.Hardlink {
+		if live, err = observe(booted, "/etc"+rel, e.Entry); err != nil {
+			return c, false, err
+		}
 	}
 	st, err := observe(staged, e.Where(), e.Entry)
 	if err != nil {
