@@ -351,6 +351,22 @@ func TestPrepare(t *testing.T) {
 	}
 }
 
+// dryRunChanges runs a dry-run Prepare on st's deployments and returns
+// its Changes by path.
+func dryRunChanges(t *testing.T, st ostreetest.Staged, mcs []*machineconfig.MachineConfig) map[string]node.Change {
+	t.Helper()
+	s, booted, staged := deployments(t, st)
+	rec, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, DryRun: true})
+	if err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	got := map[string]node.Change{}
+	for _, c := range rec.Changes {
+		got[c.Path] = c
+	}
+	return got
+}
+
 // TestPrepareHardLink: a hard link the MachineConfigs own, which the MCD
 // made in the live /etc (os.Link) while the default is a copy, is what
 // ostree's diff calls unmodified (it compares content, mode and owners,
@@ -365,20 +381,13 @@ func TestPrepareHardLink(t *testing.T) {
 		}
 		return os.Link(filepath.Join(etc, "mcbake", "kubelet.conf"), hl)
 	}})
-	s, booted, staged := deployments(t, st)
-	rec, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, DryRun: true})
-	if err != nil {
-		t.Fatalf("Prepare: %v", err)
+	c, ok := dryRunChanges(t, st, mcs)["/etc/mcbake/hl.conf"]
+	if !ok {
+		t.Fatal("no change for /etc/mcbake/hl.conf")
 	}
-	for _, c := range rec.Changes {
-		if c.Path == "/etc/mcbake/hl.conf" {
-			if c.Node != node.Unmodified || c.Op == node.OpSkipped {
-				t.Errorf("the MCD's hard link: node %s, op %s (%s); want unmodified and written", c.Node, c.Op, c.Reason)
-			}
-			return
-		}
+	if c.Node != node.Unmodified || c.Op == node.OpSkipped {
+		t.Errorf("the MCD's hard link: node %s, op %s (%s); want unmodified and written", c.Node, c.Op, c.Reason)
 	}
-	t.Errorf("no change for /etc/mcbake/hl.conf: %v", paths(rec.Changes))
 }
 
 // TestPrepareRemovedParent: an owned file the booted image's defaults
@@ -393,15 +402,7 @@ func TestPrepareRemovedParent(t *testing.T) {
 	}, ostreetest.StageOptions{MCDWrite: func(etc string) error {
 		return os.RemoveAll(filepath.Join(etc, "mcbake", "new"))
 	}})
-	s, booted, staged := deployments(t, st)
-	rec, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, DryRun: true})
-	if err != nil {
-		t.Fatalf("Prepare: %v", err)
-	}
-	got := map[string]node.Change{}
-	for _, c := range rec.Changes {
-		got[c.Path] = c
-	}
+	got := dryRunChanges(t, st, mcs)
 	for _, p := range []string{"/etc/mcbake/new", "/etc/mcbake/new/deep", "/etc/mcbake/new/deep/b.conf"} {
 		if c := got[p]; c.Op != node.OpSkipped || c.Node != node.Removed {
 			t.Errorf("%s: node %s, op %s (%s); want skipped as removed", p, c.Node, c.Op, c.Reason)
@@ -436,20 +437,13 @@ func TestPrepareSymlinkedParent(t *testing.T) {
 		}
 		return os.Mkdir(p, 0o755)
 	}})
-	s, booted, staged := deployments(t, st)
-	rec, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, DryRun: true})
-	if err != nil {
-		t.Fatalf("Prepare: %v", err)
+	c, ok := dryRunChanges(t, st, mcs)["/etc/mcbake/new/deep/b.conf"]
+	if !ok {
+		t.Fatal("no change for b.conf")
 	}
-	for _, c := range rec.Changes {
-		if c.Path == "/etc/mcbake/new/deep/b.conf" {
-			if c.Op == node.OpSkipped && strings.Contains(c.Reason, "above it") {
-				t.Errorf("b.conf skipped as below a changed directory: %s", c.Reason)
-			}
-			return
-		}
+	if c.Op == node.OpSkipped && strings.Contains(c.Reason, "above it") {
+		t.Errorf("b.conf skipped as below a changed directory: %s", c.Reason)
 	}
-	t.Errorf("no change for b.conf: %v", paths(rec.Changes))
 }
 
 // TestPrepareFailureHalfway injects a failure after some of the writes:

@@ -44,6 +44,32 @@ func damageLastBlock(t *testing.T, dir string) string {
 	return view
 }
 
+// damagedCache is a cache directory with viewLayers' index, its view's
+// last block then damaged (damageLastBlock).
+type damagedCache struct {
+	dir, view string
+	layers    []*testLayer
+	long      string // viewLayers' long symlink target
+	opts      baseindex.Options
+	good      []byte // the view before the damage
+}
+
+func newDamagedCache(t *testing.T) damagedCache {
+	t.Helper()
+	d := damagedCache{dir: t.TempDir()}
+	d.layers, d.long = viewLayers(t)
+	d.opts = baseindex.Options{CacheDir: d.dir}
+	if _, err := baseindex.Build(context.Background(), descriptors(d.layers), d.opts); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if d.good, err = os.ReadFile(viewFiles(t, d.dir)[0]); err != nil {
+		t.Fatal(err)
+	}
+	d.view = damageLastBlock(t, d.dir)
+	return d
+}
+
 // failing returns the layers with an Open that fails as a blob gone
 // does: fs.ErrNotExist.
 func failing(layers []*testLayer) []baseindex.Layer {
@@ -86,17 +112,8 @@ func TestViewChecksOnlyWhatItReads(t *testing.T) {
 // the layers' cache files, which answers that lookup and every later one;
 // the view is cached again.
 func TestDamagedViewBlockRebuilds(t *testing.T) {
-	dir := t.TempDir()
-	layers, long := viewLayers(t)
-	opts := baseindex.Options{CacheDir: dir}
-	if _, err := baseindex.Build(context.Background(), descriptors(layers), opts); err != nil {
-		t.Fatal(err)
-	}
-	good, err := os.ReadFile(viewFiles(t, dir)[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	view := damageLastBlock(t, dir)
+	d := newDamagedCache(t)
+	layers, long, opts, view, good := d.layers, d.long, d.opts, d.view, d.good
 	warm, err := baseindex.Build(context.Background(), unopenable(t, layers), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -124,13 +141,8 @@ func TestDamagedViewBlockRebuilds(t *testing.T) {
 // cancelled, the rebuild fails with the cancellation, and the damaged view
 // is removed all the same.
 func TestDamagedViewBlockRebuildStops(t *testing.T) {
-	dir := t.TempDir()
-	layers, _ := viewLayers(t)
-	opts := baseindex.Options{CacheDir: dir}
-	if _, err := baseindex.Build(context.Background(), descriptors(layers), opts); err != nil {
-		t.Fatal(err)
-	}
-	view := damageLastBlock(t, dir)
+	d := newDamagedCache(t)
+	layers, opts, view := d.layers, d.opts, d.view
 	ctx, cancel := context.WithCancel(context.Background())
 	warm, err := baseindex.Build(ctx, unopenable(t, layers), opts)
 	if err != nil {
@@ -150,13 +162,8 @@ func TestDamagedViewBlockRebuildStops(t *testing.T) {
 // damage is Err, which every Root method returns, naming the view file;
 // the view is removed, so that the next Build builds it.
 func TestDamagedViewBlockFails(t *testing.T) {
-	dir := t.TempDir()
-	layers, _ := viewLayers(t)
-	opts := baseindex.Options{CacheDir: dir}
-	if _, err := baseindex.Build(context.Background(), descriptors(layers), opts); err != nil {
-		t.Fatal(err)
-	}
-	view := damageLastBlock(t, dir)
+	d := newDamagedCache(t)
+	dir, layers, opts, view := d.dir, d.layers, d.opts, d.view
 	if err := os.RemoveAll(filepath.Join(dir, "layers")); err != nil {
 		t.Fatal(err)
 	}
@@ -201,13 +208,8 @@ func TestDamagedViewReadOnlyCache(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("not root: cannot mount the cache read-only")
 	}
-	dir := t.TempDir()
-	layers, long := viewLayers(t)
-	opts := baseindex.Options{CacheDir: dir}
-	if _, err := baseindex.Build(context.Background(), descriptors(layers), opts); err != nil {
-		t.Fatal(err)
-	}
-	damageLastBlock(t, dir)
+	d := newDamagedCache(t)
+	dir, layers, long, opts := d.dir, d.layers, d.long, d.opts
 	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
 		t.Skipf("bind mount: %v", err)
 	}
