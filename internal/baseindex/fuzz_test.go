@@ -387,8 +387,9 @@ func tarSeeds(tb testing.TB) [][]byte {
 	seeds = append(seeds, legacy)
 	full := write(tar.FormatPAX, tree()...)
 	seeds = append(seeds, full[:len(full)-1024], full[:len(full)-512], full[:3*blockSize+100], full[:2*blockSize-1])
-	for _, name := range slices.Sorted(maps.Keys(tarEdges(tb))) {
-		seeds = append(seeds, tarEdges(tb)[name])
+	edges := tarEdges(tb)
+	for _, name := range slices.Sorted(maps.Keys(edges)) {
+		seeds = append(seeds, edges[name])
 	}
 	return append(seeds, gnuSparseSeeds(tb)...)
 }
