@@ -101,11 +101,18 @@ type Merged struct {
 	// or "rendered-mcbake-<hash>" for several.
 	Name string
 	// MachineConfigs are the inputs in merge order (see Merge).
-	MachineConfigs  []*MachineConfig
-	Files           []File
-	Directories     []Directory
-	Links           []Link
-	Units           []Unit
+	MachineConfigs []*MachineConfig
+	Files          []File
+	Directories    []Directory
+	Links          []Link
+	Units          []Unit
+	// StorageLayout is the merged disks, raid, filesystems and luks, as
+	// Ignition's merge makes them (the MCO runs it on whole configs; these
+	// sections merge on their own keys). Nothing is baked for them: they
+	// are kept so that the stored current config holds them, as the
+	// MCD's copy does (a layout missing from it would read as a change
+	// the MCD cannot reconcile).
+	StorageLayout   types.Storage
 	SSHKeys         []SSHKey
 	PasswordHash    *string
 	KernelArguments []string
@@ -149,6 +156,7 @@ func Merge(mcs []*MachineConfig) *Merged {
 			return Source{File: mc.File, MachineConfig: mc.Name, Field: mc.Field(field)}
 		}
 		st := mc.Ignition.Storage
+		m.StorageLayout = mergeLayout(m.StorageLayout, st)
 		for i, f := range st.Files {
 			files.put(f.Path, File{File: f, Source: src(fmt.Sprintf("spec.config.storage.files[%d]", i))}, f)
 		}
@@ -276,6 +284,16 @@ func mergeFile(old, new File) File {
 	return File{File: f, Source: new.Source}
 }
 
+// mergeLayout merges the storage layout sections of a later config into
+// the layout so far.
+func mergeLayout(old, new types.Storage) types.Storage {
+	if len(new.Disks)+len(new.Raid)+len(new.Filesystems)+len(new.Luks) == 0 {
+		return old
+	}
+	c := v35.Merge(types.Config{Storage: old}, types.Config{Storage: types.Storage{Disks: new.Disks, Raid: new.Raid, Filesystems: new.Filesystems, Luks: new.Luks}})
+	return c.Storage
+}
+
 func mergeDirectory(old, new Directory) Directory {
 	c := v35.Merge(types.Config{Storage: types.Storage{Directories: []types.Directory{old.Directory}}}, types.Config{Storage: types.Storage{Directories: []types.Directory{new.Directory}}})
 	return Directory{Directory: c.Storage.Directories[0], Source: new.Source}
@@ -326,6 +344,8 @@ func mergedName(mcs []*MachineConfig) string {
 // Ignition returns the merged Ignition config (spec 3.5).
 func (m *Merged) Ignition() types.Config {
 	cfg := types.Config{Ignition: types.Ignition{Version: types.MaxVersion.String()}}
+	l := m.StorageLayout
+	cfg.Storage.Disks, cfg.Storage.Raid, cfg.Storage.Filesystems, cfg.Storage.Luks = l.Disks, l.Raid, l.Filesystems, l.Luks
 	for _, f := range m.Files {
 		cfg.Storage.Files = append(cfg.Storage.Files, f.File)
 	}

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"testing"
 
+	v35 "github.com/coreos/ignition/v2/config/v3_5"
+	"github.com/coreos/ignition/v2/config/v3_5/types"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -221,6 +223,57 @@ func TestMergedJSON(t *testing.T) {
 	again, err := m.JSON()
 	if err != nil || string(again) != string(b) {
 		t.Errorf("Merged.JSON() is not deterministic: %v", err)
+	}
+}
+
+// TestMergedStorageLayout checks that the storage layout (never baked)
+// merges as the MCO's MergeMachineConfigs merges it, Ignition's merge of
+// the whole configs in merge order, and that the stored current config
+// keeps it: the MCD reads a layout missing from it as a change it cannot
+// reconcile.
+func TestMergedStorageLayout(t *testing.T) {
+	b := parseOne(t, "b.yaml", `kind: MachineConfig
+metadata: {name: 99-b}
+spec:
+  config:
+    ignition: {version: 3.5.0}
+    storage:
+      disks: [{device: /dev/vdb, partitions: [{number: 1, label: var, sizeMiB: 200}, {number: 2, label: log}]}]
+      filesystems: [{device: /dev/disk/by-partlabel/var, format: ext4}, {device: /dev/disk/by-partlabel/log, format: xfs, path: /var/log}]
+      raid: [{name: md0, level: raid1, devices: [/dev/vdc, /dev/vdd]}]
+      files: [{path: /etc/b, contents: {source: "data:,b"}}]
+`)
+	a := parseOne(t, "a.yaml", `kind: MachineConfig
+metadata: {name: 00-a}
+spec:
+  config:
+    ignition: {version: 3.2.0}
+    storage:
+      disks: [{device: /dev/vdb, wipeTable: true, partitions: [{number: 1, label: var, sizeMiB: 100}]}]
+      filesystems: [{device: /dev/disk/by-partlabel/var, format: xfs, path: /var, wipeFilesystem: true}]
+      luks: [{name: root, device: /dev/disk/by-partlabel/root, clevis: {tpm2: true}}]
+`)
+	m := Merge([]*MachineConfig{b, a})
+	want := v35.Merge(a.Ignition, b.Ignition).Storage
+	layout := func(s types.Storage) types.Storage {
+		return types.Storage{Disks: s.Disks, Raid: s.Raid, Filesystems: s.Filesystems, Luks: s.Luks}
+	}
+	if diff := cmp.Diff(layout(want), m.StorageLayout); diff != "" {
+		t.Errorf("Merge().StorageLayout mismatch with Ignition's merge of the whole configs (-want +got):\n%s", diff)
+	}
+	if got := m.StorageLayout.Disks[0].Partitions; len(got) != 2 || *got[0].SizeMiB != 200 {
+		t.Errorf("Merge().StorageLayout disk partitions = %+v, want the later MachineConfig's size and both partitions", got)
+	}
+	js, err := m.JSON()
+	if err != nil {
+		t.Fatalf("Merged.JSON() = %v", err)
+	}
+	back := parseOne(t, "currentconfig", string(js))
+	if diff := cmp.Diff(layout(want), layout(back.Ignition.Storage)); diff != "" {
+		t.Errorf("Parse(Merged.JSON()) storage layout mismatch (-want +got):\n%s", diff)
+	}
+	if len(m.Files) != 1 || len(back.Ignition.Storage.Files) != 1 {
+		t.Errorf("Merge().Files = %d, stored files = %d, want 1 and 1", len(m.Files), len(back.Ignition.Storage.Files))
 	}
 }
 
