@@ -114,3 +114,46 @@ func TestOnDisk(t *testing.T) {
 		t.Errorf("WriteJSON does not round-trip (%v):\n%s", err, js.String())
 	}
 }
+
+// TestOnDiskCertificateFiles: the files the certificate writer rotates are
+// never compared, but the user CA bundle is: the MCD writes it from the
+// MachineConfig on every update and its checkV3Files validates it.
+func TestOnDiskCertificateFiles(t *testing.T) {
+	const userCA = "/etc/pki/ca-trust/source/anchors/openshift-config-user-ca-bundle.crt"
+	mcs := parseMC(t, `apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfig
+metadata: {name: 99-ca}
+spec:
+  config:
+    ignition: {version: 3.5.0}
+    storage:
+      files:
+      - {path: /etc/kubernetes/kubelet-ca.crt, mode: 0644, contents: {source: "data:,ca%0A"}}
+      - {path: `+userCA+`, mode: 0600, contents: {source: "data:,user%0A"}}
+`)
+	dir := filepath.Join(t.TempDir(), "root")
+	// The MCD made its directory when it stored the config.
+	if err := os.MkdirAll(filepath.Join(dir, "etc", "machine-config-daemon"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for p, content := range map[string]string{"/etc/kubernetes/kubelet-ca.crt": "rotated\n", userCA: "other\n"} {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := Validate(openRoot(t, dir), mcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range rep.Mismatches {
+		got = append(got, m.Path+" "+strings.Join(m.Kinds, ","))
+	}
+	if want := []string{userCA + " content,mode"}; !cmp.Equal(want, got) {
+		t.Errorf("Validate() mismatches = %q, want %q (the rotated kubelet CA is the certificate writer's)", got, want)
+	}
+}

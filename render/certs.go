@@ -5,11 +5,12 @@ package render
 // ControllerConfig (rotated CAs, the merged pull secret). The daemon
 // neither writes them on an update nor validates them on disk, so nothing
 // may roll them back to what a MachineConfig once said (docs/design.md,
-// "What the machine-config-daemon writes").
+// "Files the MCD does not manage on update"). The user CA bundle is not
+// one of them: the MCD writes and validates it from the MachineConfig,
+// as any file.
 var certificateWriterPaths = map[string]bool{
 	"/etc/kubernetes/kubelet-ca.crt":                                             true,
 	"/etc/kubernetes/static-pod-resources/configmaps/cloud-config/ca-bundle.pem": true,
-	"/etc/pki/ca-trust/source/anchors/openshift-config-user-ca-bundle.crt":       true,
 	"/etc/mco/internal-registry-pull-secret.json":                                true,
 }
 

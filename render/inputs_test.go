@@ -46,7 +46,8 @@ func TestRenderCustomPool(t *testing.T) {
 }
 
 // TestManifestMarksCertificateWriterFiles: the files the certificate
-// writer manages are marked in the manifest, every other entry is not.
+// writer manages are marked in the manifest, every other entry is not:
+// not the user CA bundle, which the MCD writes and validates as any file.
 func TestManifestMarksCertificateWriterFiles(t *testing.T) {
 	res, err := renderDocs(t, nil, mcDoc("00-ca", `"storage":{"files":[`+
 		`{"path":"/etc/kubernetes/kubelet-ca.crt","contents":{"source":"data:,ca"}},`+
@@ -66,7 +67,6 @@ func TestManifestMarksCertificateWriterFiles(t *testing.T) {
 	want := map[string]string{
 		"/etc/kubernetes/kubelet-ca.crt":                                             "certificate-writer",
 		"/etc/kubernetes/static-pod-resources/configmaps/cloud-config/ca-bundle.pem": "certificate-writer",
-		"/etc/pki/ca-trust/source/anchors/openshift-config-user-ca-bundle.crt":       "certificate-writer",
 		"/etc/mco/internal-registry-pull-secret.json":                                "certificate-writer",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
