@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/mcbake/mcbake/machineconfig"
@@ -142,6 +143,9 @@ func check(root *Root, res *render.Result) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
+		if emptyDropinKept(e, have, ok) {
+			continue
+		}
 		if k := kinds(e.Entry, have, ok); len(k) > 0 {
 			rep.Mismatches = append(rep.Mismatches, Mismatch{Path: e.Where(), Kinds: k, Source: e.Source,
 				Want: describe(e.Type, uint32(e.Mode), e.UID, e.GID, e.Digest, e.Target), Got: describeEntry(have, ok)})
@@ -149,6 +153,16 @@ func check(root *Root, res *render.Result) (*Report, error) {
 	}
 	sort.Slice(rep.Mismatches, func(i, j int) bool { return rep.Mismatches[i].Path < rep.Mismatches[j].Path })
 	return rep, nil
+}
+
+// emptyDropinKept reports whether have is a zero-length regular file at
+// 0644 where the rendering wants a drop-in with empty contents absent. The
+// MCD removes such a drop-in when it writes the unit, but its validation
+// (checkV3Dropin) accepts one that exists with no content and mode 0644,
+// for nodes from before 4.7, whose Ignition wrote it (docs/node.md).
+func emptyDropinKept(e render.Entry, have manifest.Entry, ok bool) bool {
+	return e.Type == manifest.Absent && ok && strings.Contains(e.Source.Field, ".dropins[") &&
+		have.Type == manifest.File && have.Size == 0 && have.Mode == 0o644
 }
 
 // WriteJSON writes the report as indented JSON.

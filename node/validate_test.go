@@ -157,3 +157,69 @@ spec:
 		t.Errorf("Validate() mismatches = %q, want %q (the rotated kubelet CA is the certificate writer's)", got, want)
 	}
 }
+
+// TestOnDiskEmptyDropin: a drop-in with empty contents may exist as a
+// zero-length 0644 file, as the MCD's checkV3Dropin allows (Ignition wrote
+// it on nodes from before 4.7); with content, another mode or as a
+// symlink it is reported present.
+func TestOnDiskEmptyDropin(t *testing.T) {
+	mcs := parseMC(t, `apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfig
+metadata: {name: 99-dropin}
+spec:
+  config:
+    ignition: {version: 3.5.0}
+    systemd:
+      units:
+      - name: kubelet.service
+        dropins: [{name: 10-mco-default-env.conf, contents: ""}]
+`)
+	const p = "/etc/systemd/system/kubelet.service.d/10-mco-default-env.conf"
+	for _, c := range []struct {
+		name    string
+		make    func(full string) error
+		present bool
+	}{
+		{"absent", func(string) error { return nil }, false},
+		{"zero-length 0644", func(full string) error { return os.WriteFile(full, nil, 0o644) }, false},
+		{"zero-length 0600", func(full string) error { return os.WriteFile(full, nil, 0o600) }, true},
+		{"with content", func(full string) error { return os.WriteFile(full, []byte("[Service]\n"), 0o644) }, true},
+		{"symlink to an empty file", func(full string) error {
+			if err := os.WriteFile(full+".real", nil, 0o644); err != nil {
+				return err
+			}
+			return os.Symlink(filepath.Base(full)+".real", full)
+		}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "root")
+			full := filepath.Join(dir, p)
+			for _, d := range []string{filepath.Dir(full), filepath.Join(dir, "etc", "machine-config-daemon")} {
+				if err := os.MkdirAll(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := c.make(full); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(filepath.Dir(full), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := Validate(openRoot(t, dir), mcs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, m := range rep.Mismatches {
+				got = append(got, m.Path+" "+strings.Join(m.Kinds, ","))
+			}
+			var want []string
+			if c.present {
+				want = []string{p + " present"}
+			}
+			if !cmp.Equal(want, got) {
+				t.Errorf("Validate() mismatches = %q, want %q", got, want)
+			}
+		})
+	}
+}
