@@ -25,8 +25,9 @@ type Plan struct {
 	// Rewrite lists the clobbered /etc paths, parents before children,
 	// but those the certificate writer manages (Entry.Managed).
 	Rewrite []PlanEntry `json:"rewrite"`
-	// Lost lists clobbered paths outside /etc and /var: the base's
-	// version wins and a node cannot rewrite them.
+	// Lost lists the clobbered paths a node cannot rewrite: outside /etc
+	// and /var, where the base's version wins, and those the base moves
+	// into /var through a symlink (a plan rewrites only /etc).
 	Lost []PlanEntry `json:"lost,omitempty"`
 }
 
@@ -68,7 +69,7 @@ func NewPlan(r *Report) (*Plan, error) {
 		}
 		pe := PlanEntry{Path: e.Path, RequestedPath: e.RequestedPath, Outcome: e.Outcome, Type: e.Want.Type,
 			Mode: e.Want.Mode, UID: e.Want.UID, GID: e.Want.GID, Size: e.Want.Size, Digest: e.Want.Digest, Target: e.Want.Target, Source: e.Source}
-		if e.Outcome == Lost {
+		if e.Outcome == Lost || e.Zone != ZoneEtc {
 			p.Lost = append(p.Lost, pe)
 			continue
 		}

@@ -24,7 +24,7 @@ func TestNewPlan(t *testing.T) {
 		fileEntry("/etc/containers/registries.conf", "mine\n", 0o644, 0, 0),
 		owned, dir, link,
 		fileEntry("/etc/modules-load.d/iptables.conf", "# Force-load legacy iptables so it is usable from pod network namespaces\nip_tables\n", 0o644, 0, 0),
-		fileEntry("/usr/local/bin/tool", "x", 0o755, 0, 0),
+		resolved(fileEntry("/usr/local/bin/tool", "x", 0o755, 0, 0), "/var/usrlocal/bin/tool"),
 		fileEntry("/usr/lib/mcbake/x", "x", 0o644, 0, 0),
 		absentEntry("/etc/systemd/system/multi-user.target.wants/openvswitch.service"),
 	}}

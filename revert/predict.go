@@ -235,6 +235,14 @@ func classify(me manifest.Entry, base render.Root) (Entry, error) {
 		e.RequestedPath = me.Path
 	}
 	e.Outcome, e.Reason = outcome(e.Zone, me.Type, st)
+	switch {
+	case e.Zone == ZoneVar && ZoneOf(me.Where()) != ZoneVar && me.Type != manifest.Absent:
+		// The node wrote it where the image has it; the base's symlink
+		// leads to a /var path that the deploy does not populate.
+		e.Outcome, e.Reason = Removed, fmt.Sprintf("the base resolves it into /var through a symlink, but the node's copy is at %s, and a deploy never puts an image's /var content on an existing node: the node has nothing there", me.Where())
+	case e.Zone == ZoneEtc && me.Type == manifest.Hardlink && e.Outcome == Kept:
+		e.Outcome, e.Reason = Reverted, "ostree's /etc merge copies the base's defaults file by file: the hard link is not kept, each path gets its own copy"
+	}
 	e.Managed = me.Managed != "" || render.CertificateWriterManages(me.Path) || render.CertificateWriterManages(rp)
 	return e, nil
 }

@@ -152,6 +152,7 @@ func compareLayers() []testbase.Layer {
 			{Path: "usr/share/unit/same.conf", Mode: 0o644, Content: []byte("same\n")},
 			{Path: "etc/hl.conf", Mode: 0o644, Content: []byte("linked\n")},
 			{Path: "etc/hl-link", Type: tar.TypeLink, Target: "etc/hl.conf"},
+			{Path: "etc/hl-pair", Type: tar.TypeLink, Target: "etc/hl.conf"},
 			{Path: "etc/gone", Type: tar.TypeDir, Mode: 0o755},
 			{Path: "etc/gone/f", Mode: 0o644, Content: []byte("gone\n")},
 			{Path: "etc/opq", Type: tar.TypeDir, Mode: 0o755},
@@ -192,6 +193,12 @@ func diff(t *testing.T, m *manifest.Manifest, image, base revert.ImageRef, tree 
 	return r
 }
 
+// resolved sets where the entry lies in the image it was built on.
+func resolved(e manifest.Entry, where string) manifest.Entry {
+	e.ResolvedPath = where
+	return e
+}
+
 // got is the part of an Entry TestCompare checks.
 type got struct {
 	Path, RequestedPath string
@@ -217,11 +224,17 @@ func TestCompare(t *testing.T) {
 		fileEntry("/etc/tousr/same.conf", "same\n", 0o644, 0, 0),
 		fileEntry("/etc/abs/other.conf", "x", 0o644, 0, 0),
 		fileEntry("/etc/up/climb.conf", "x", 0o644, 0, 0),
-		fileEntry("/usr/local/bin/tool", "x", 0o755, 0, 0),
-		fileEntry(render.SSHKeysFile, "ssh-ed25519 AAAA\n", 0o600, 1000, 1000),
-		dirEntry("/usr/local", 0o755),
+		resolved(fileEntry("/usr/local/bin/tool", "x", 0o755, 0, 0), "/var/usrlocal/bin/tool"),
+		resolved(fileEntry(render.SSHKeysFile, "ssh-ed25519 AAAA\n", 0o600, 1000, 1000), "/var/home/core/.ssh/authorized_keys.d/ignition"),
+		resolved(dirEntry("/usr/local", 0o755), "/var/usrlocal"),
+		// The image has it under a real /usr/local (or /etc) directory,
+		// the base moves it into /var: the node has nothing there.
+		fileEntry("/usr/local/bin/moved", "x", 0o755, 0, 0),
 		// A hard link in the base is the file it links to.
 		fileEntry("/etc/hl-link", "linked\n", 0o644, 0, 0),
+		// An owned hard link, which the base has too: the merge copies
+		// /etc file by file, so the link is not kept.
+		{Path: "/etc/hl-pair", Type: manifest.Hardlink, Target: "/etc/hl.conf", Source: manifest.Source{MachineConfig: "99-test", Field: "spec.config.storage.links[1]"}},
 		// Each attribute that can differ.
 		fileEntry("/etc/containers/registries.conf", "mine\n", 0o644, 0, 0),
 		fileEntry("/etc/openvswitch/default.conf", "OVS_USER_ID=\"openvswitch:hugetlbfs\"\n", 0o644, 0, 0),
@@ -247,6 +260,7 @@ func TestCompare(t *testing.T) {
 		{Path: "/etc/gone", Zone: revert.ZoneEtc, Base: manifest.StateAbsent, Outcome: revert.Removed, Clobbered: true},
 		{Path: "/etc/gone/f", Zone: revert.ZoneEtc, Base: manifest.StateAbsent, Outcome: revert.Removed, Clobbered: true},
 		{Path: "/etc/hl-link", Zone: revert.ZoneEtc, Base: manifest.StateSame, Outcome: revert.Kept},
+		{Path: "/etc/hl-pair", Zone: revert.ZoneEtc, Base: manifest.StateSame, Outcome: revert.Reverted, Clobbered: true},
 		{Path: "/etc/issue.d/50-legacy.issue", Zone: revert.ZoneEtc, Base: manifest.StateAbsent, Outcome: revert.Removed, Clobbered: true},
 		{Path: "/etc/machine-config-daemon", Zone: revert.ZoneEtc, Base: manifest.StateAbsent, Outcome: revert.Kept},
 		{Path: render.CurrentConfig, Zone: revert.ZoneEtc, Base: manifest.StateAbsent, Outcome: revert.Kept},
@@ -269,6 +283,7 @@ func TestCompare(t *testing.T) {
 		{Path: "/usr/share/unit/same.conf", RequestedPath: "/etc/tousr/same.conf", Zone: revert.ZoneUsr, Base: manifest.StateSame, Outcome: revert.Kept},
 		{Path: "/var/home/core/.ssh/authorized_keys.d/ignition", RequestedPath: render.SSHKeysFile, Zone: revert.ZoneVar, Base: manifest.StateAbsent, Outcome: revert.Untouched},
 		{Path: "/var/usrlocal", RequestedPath: "/usr/local", Zone: revert.ZoneVar, Base: manifest.StateSame, Outcome: revert.Untouched},
+		{Path: "/var/usrlocal/bin/moved", RequestedPath: "/usr/local/bin/moved", Zone: revert.ZoneVar, Base: manifest.StateAbsent, Outcome: revert.Removed, Clobbered: true},
 		{Path: "/var/usrlocal/bin/tool", RequestedPath: "/usr/local/bin/tool", Zone: revert.ZoneVar, Base: manifest.StateAbsent, Outcome: revert.Untouched},
 	}
 	entries := predict(t, m, ix)
@@ -327,7 +342,7 @@ func TestDiffReport(t *testing.T) {
 		fileEntry("/etc/containers/registries.conf", "mine\n", 0o644, 0, 0),
 		fileEntry("/etc/mcbake/new.conf", "new\n", 0o644, 0, 0),
 		fileEntry("/etc/modules-load.d/iptables.conf", "# Force-load legacy iptables so it is usable from pod network namespaces\nip_tables\n", 0o644, 0, 0),
-		fileEntry("/usr/local/bin/tool", "x", 0o755, 0, 0),
+		resolved(fileEntry("/usr/local/bin/tool", "x", 0o755, 0, 0), "/var/usrlocal/bin/tool"),
 		absentEntry("/etc/systemd/system/multi-user.target.wants/openvswitch.service"),
 	}}
 	image, b := revert.ImageRef{Reference: "oci:/l:latest", Digest: sha("l")}, revert.ImageRef{Reference: "oci:/b:latest", Digest: sha("b")}
