@@ -59,6 +59,7 @@ func newChecker(in *loaded, b *baseInput, img *imageInput, strict bool) *checker
 func (c *checker) run() {
 	c.refusals()
 	c.specFields()
+	c.kubeconfigMode()
 	c.conflicts()
 	c.zones()
 	c.units()

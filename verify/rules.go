@@ -81,6 +81,7 @@ const (
 	RuleFIPS                = "MCB019"
 	RuleOSImageURL          = "MCB020"
 	RuleStorageLayout       = "MCB021"
+	RuleKubeconfigMode      = "MCB022"
 )
 
 var rules = []Rule{
@@ -214,6 +215,12 @@ var rules = []Rule{
 			"a change to disks, raid or filesystems, and ignores one to luks), so they stay in a pool's config as they were. mcbake bakes nothing for them: the nodes keep their disks, and their own mount units across a rebase. " +
 			"One finding per section of each MachineConfig.",
 		Fix: "Nothing, for nodes installed with this layout; a new layout needs new nodes (or the MCO's irreconcilable-change overrides)."},
+	{ID: RuleKubeconfigMode, Name: "kubeconfig-mode", Severity: Error,
+		Summary: "/etc/kubernetes/kubeconfig with a mode other than 0600: the machine-config-daemon's own validation fails",
+		Description: "The merged MachineConfigs write /etc/kubernetes/kubeconfig with a mode other than 0600 (or none, which means 0644). After every update the machine-config-daemon " +
+			"changes that file's mode to 0600 (updateKubeConfigPermission), and then its on-disk validation, at the next boot and in its drift monitor, expects the MachineConfig's mode: " +
+			"the node goes Degraded. mcbake bakes the file at 0600, what the daemon leaves on disk.",
+		Fix: "Set mode: 384 (0600) on the file, or leave /etc/kubernetes/kubeconfig to the installer, which writes it outside the MachineConfigs."},
 }
 
 // Rules returns every rule, ordered by ID.

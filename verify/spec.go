@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/mcbake/mcbake/machineconfig"
+	"github.com/mcbake/mcbake/render"
 )
 
 // specFields reports the fields beside the Ignition config that an image
@@ -38,6 +39,24 @@ func (c *checker) specFields() {
 		}
 		if s.OSImageURL != "" && c.base != nil && !mc.Generated() && !c.namesInput(s.OSImageURL) {
 			c.add(RuleOSImageURL, at("spec.osImageURL"), "", "osImageURL %s names neither the base (%s, %s) nor the image: the machine-config-daemon would rebase the node onto it", s.OSImageURL, c.base.ref, c.base.digest)
+		}
+	}
+}
+
+// kubeconfigMode reports the kubeconfig file of the merged MachineConfigs
+// when its mode is not 0600 (MCB022): the MCD makes it 0600 after every
+// update, then its validation expects the MachineConfig's mode.
+func (c *checker) kubeconfigMode() {
+	for _, f := range c.merged.Files {
+		if f.Path != render.KubeConfig {
+			continue
+		}
+		mode := 0o644
+		if f.Mode != nil {
+			mode = *f.Mode
+		}
+		if mode != 0o600 {
+			c.add(RuleKubeconfigMode, f.Source, f.Path, "%s has mode %04o: the machine-config-daemon makes it 0600 after every update, then its on-disk validation expects %04o and the node goes Degraded", f.Path, mode, mode)
 		}
 	}
 }

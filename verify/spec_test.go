@@ -166,3 +166,31 @@ storage:
 		}
 	}
 }
+
+// TestKubeconfigModeRule: the kubeconfig at a mode other than 0600 (none
+// is 0644) is an error at the MachineConfig that wins the merge; at 0600
+// it is fine.
+func TestKubeconfigModeRule(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	kc := func(name, mode string) string {
+		return writeDoc(t, dir, name, "kind: MachineConfig\nmetadata: {name: "+name+"}\nspec:\n  config:\n    ignition: {version: 3.5.0}\n    storage:\n      files:\n      - {path: /etc/kubernetes/kubeconfig"+mode+", contents: {source: \"data:,kc\"}}\n")
+	}
+	for _, tt := range []struct {
+		name string
+		mcs  []string
+		want []string
+	}{
+		{"no mode", []string{kc("10-none", "")}, []string{"10-none spec.config.storage.files[0] /etc/kubernetes/kubeconfig"}},
+		{"0644", []string{kc("10-rw", ", mode: 0644")}, []string{"10-rw spec.config.storage.files[0] /etc/kubernetes/kubeconfig"}},
+		{"0600", []string{kc("10-ok", ", mode: 0600")}, nil},
+		{"0600 overridden by a later 0640", []string{kc("10-ok", ", mode: 0600"), kc("20-group", ", mode: 0640")}, []string{"20-group spec.config.storage.files[0] /etc/kubernetes/kubeconfig"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := e.run(Options{MachineConfigs: tt.mcs}).ByRule(RuleKubeconfigMode)
+			if diff := cmp.Diff(tt.want, fieldsOf(got)); diff != "" {
+				t.Errorf("%s findings (-want +got):\n%s", RuleKubeconfigMode, diff)
+			}
+		})
+	}
+}
