@@ -290,6 +290,9 @@ func changeFor(e render.Entry, booted, staged *render.Dir) (Change, bool, error)
 	switch skip := skipReason(e); {
 	case skip != "":
 		c.Op, c.Reason = OpSkipped, skip
+		if movedIntoVar(e, booted) {
+			c.Reason = "the base moves it into /var through a symlink, where the node has nothing (its copy is outside /var on the booted deployment); mcbake-node writes no /var path, and the diff reports it removed"
+		}
 		return c, false, nil
 	}
 	rel := strings.TrimPrefix(e.Where(), "/etc")
@@ -383,6 +386,17 @@ func parentChange(booted *render.Dir, rel string) (string, NodeChange, error) {
 		}
 	}
 	return "", Unmodified, nil
+}
+
+// movedIntoVar reports whether the staged deployment resolves e into
+// /var where the booted one resolves it outside /var: a deploy puts no
+// image's /var content on the node, so nothing is there after the reboot.
+func movedIntoVar(e render.Entry, booted *render.Dir) bool {
+	if revert.ZoneOf(e.Where()) != revert.ZoneVar || e.Type == manifest.Absent {
+		return false
+	}
+	was, err := render.Locate(booted, e.Path, e.Type == manifest.Directory)
+	return err == nil && revert.ZoneOf(was) != revert.ZoneVar
 }
 
 // skipReason says why an owned path is never written into the staged

@@ -446,6 +446,31 @@ func TestPrepareSymlinkedParent(t *testing.T) {
 	}
 }
 
+// TestPrepareMovedIntoVar: a file the booted deployment has below a real
+// /etc directory, which the staged one turns into a symlink into /var, is
+// skipped (mcbake-node writes no /var path), and the reason says the node
+// has nothing there, as the diff predicts.
+func TestPrepareMovedIntoVar(t *testing.T) {
+	st, mcs, _ := setupMC(t, prepareMC, nil, ostreetest.StageOptions{MCDWrite: func(string) error { return nil }})
+	dir := filepath.Join(st.Staged, "etc", "mcbake", "new")
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../../var/lib/mcbake-new", dir); err != nil {
+		t.Fatal(err)
+	}
+	c, ok := dryRunChanges(t, st, mcs)["/var/lib/mcbake-new/deep/b.conf"]
+	if !ok {
+		t.Fatal("no change for b.conf at /var/lib/mcbake-new/deep/b.conf")
+	}
+	if c.Op != node.OpSkipped || !strings.Contains(c.Reason, "where the node has nothing") {
+		t.Errorf("b.conf moved into /var: op %s (%s); want skipped, saying the node has nothing there", c.Op, c.Reason)
+	}
+}
+
 // TestPrepareFailureHalfway injects a failure after some of the writes:
 // every path ends old, and the record says so.
 func TestPrepareFailureHalfway(t *testing.T) {
