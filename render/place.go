@@ -1,7 +1,10 @@
 package render
 
 import (
+	"errors"
+	"io/fs"
 	"path"
+	"slices"
 
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
@@ -154,8 +157,9 @@ func (r *renderer) fileOf(mcName string) string {
 func ancestors(p string) []string {
 	var chain []string
 	for d := path.Dir(p); d != "/" && d != "."; d = path.Dir(d) {
-		chain = append([]string{d}, chain...)
+		chain = append(chain, d)
 	}
+	slices.Reverse(chain)
 	return chain
 }
 
@@ -173,25 +177,39 @@ func (r *renderer) parents(e Entry, owned map[string]occupant, dirOK map[string]
 		}
 		return ok
 	}
-	for _, p := range ancestors(e.Path) {
-		rp, err := Resolve(r.root, p)
-		if err != nil {
-			r.fail(r.sourceOf(e.Source), "%s: resolving %s in the root: %v", e.Path, p, err)
-			return out
+	// seen are the directories ensured as they are in the root: those
+	// above one are ensured too, so a walk up from a path stops there.
+	seen := map[string]bool{}
+	ensureAbove := func(p string) bool {
+		var up []string
+		for d := path.Dir(p); d != "/" && d != "." && !seen[d]; d = path.Dir(d) {
+			up = append(up, d)
 		}
-		for _, a := range ancestors(rp) {
-			if !ensure(a, a) {
-				return out
+		for i := len(up) - 1; i >= 0; i-- {
+			if !ensure(up[i], up[i]) {
+				return false
 			}
+			seen[up[i]] = true
 		}
-		if !ensure(p, rp) {
-			return out
-		}
+		return true
 	}
-	for _, a := range ancestors(e.Where()) {
-		if !ensure(a, a) {
-			return out
+	ok := true
+	err := resolveAncestors(r.root, e.Path, func(p, rp string) bool {
+		if ok = ensureAbove(rp) && ensure(p, rp); ok && p == rp {
+			seen[p] = true
 		}
+		return ok
+	})
+	if err != nil {
+		p := e.Path
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+			p = pe.Path
+		}
+		r.fail(r.sourceOf(e.Source), "%s: resolving %s in the root: %v", e.Path, p, err)
+		return out
+	}
+	if ok {
+		ensureAbove(e.Where())
 	}
 	return out
 }

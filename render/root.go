@@ -136,33 +136,75 @@ func Resolve(root Root, p string) (string, error) {
 
 // resolveDir walks parts from the root, following every symlink.
 func resolveDir(root Root, parts []string) (string, error) {
-	queue := append([]string(nil), parts...)
-	cur, links := "/", 0
+	w := walker{root: root, cur: "/"}
+	for _, c := range parts {
+		if err := w.walk(c); err != nil {
+			return "", err
+		}
+	}
+	return w.cur, nil
+}
+
+// walker resolves a path one component at a time, following every
+// symlink: cur is where the components walked so far lead, and links
+// counts the symlinks followed on the way, as resolveDir counts them.
+type walker struct {
+	root  Root
+	cur   string
+	links int
+}
+
+// walk steps into the component c, and through the symlinks it leads to.
+func (w *walker) walk(c string) error {
+	queue := []string{c}
 	for len(queue) > 0 {
 		c := queue[0]
 		queue = queue[1:]
 		if c == ".." {
-			cur = path.Dir(cur)
+			w.cur = path.Dir(w.cur)
 			continue
 		}
-		next := path.Join(cur, c)
-		e, ok, err := lstatType(root, next)
+		next := path.Join(w.cur, c)
+		e, ok, err := lstatType(w.root, next)
 		if err != nil {
-			return "", err
+			return err
 		}
 		if !ok || e.Type != manifest.Symlink {
-			cur = next
+			w.cur = next
 			continue
 		}
-		if links++; links > MaxSymlinks {
-			return "", ErrTooManyLinks
+		if w.links++; w.links > MaxSymlinks {
+			return ErrTooManyLinks
 		}
 		if strings.HasPrefix(e.Target, "/") {
-			cur = "/"
+			w.cur = "/"
 		}
 		queue = append(splitPath(e.Target), queue...)
 	}
-	return cur, nil
+	return nil
+}
+
+// resolveAncestors calls fn with each directory above the absolute, clean
+// path p, outermost first and without "/", and what Resolve returns for
+// it, until fn returns false. It walks p once, where resolving each
+// directory on its own would walk its every parent again: a deep path
+// costs its depth, not its depth squared.
+func resolveAncestors(root Root, p string, fn func(dir, resolved string) bool) error {
+	parts := splitPath(p)
+	w := walker{root: root, cur: "/"}
+	dir := ""
+	for i := 0; i < len(parts)-1; i++ {
+		dir += "/" + parts[i]
+		if i > 0 {
+			if err := w.walk(parts[i-1]); err != nil {
+				return &fs.PathError{Op: "resolve", Path: dir, Err: err}
+			}
+		}
+		if !fn(dir, path.Join(w.cur, parts[i])) {
+			return nil
+		}
+	}
+	return nil
 }
 
 // splitPath splits p into its components, dropping empty ones and ".".

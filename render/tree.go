@@ -73,6 +73,7 @@ func WriteEntries(rootfs string, entries []Entry, chown bool) error {
 	if err := os.MkdirAll(rootfs, 0o755); err != nil {
 		return err
 	}
+	w := &treeWriter{rootfs: rootfs, dirs: map[string]bool{}}
 	files := map[string]bool{} // where regular files were written
 	var hard, dirs []Entry
 	for _, e := range sorted {
@@ -83,7 +84,7 @@ func WriteEntries(rootfs string, entries []Entry, chown bool) error {
 			hard = append(hard, e)
 			continue
 		}
-		if err := writeEntry(rootfs, e, chown); err != nil {
+		if err := w.writeEntry(e, chown); err != nil {
 			return fmt.Errorf("writing %s: %w", e.Where(), err)
 		}
 		switch e.Type {
@@ -94,7 +95,7 @@ func WriteEntries(rootfs string, entries []Entry, chown bool) error {
 		}
 	}
 	for _, e := range hard {
-		if err := writeHardlink(rootfs, e, files); err != nil {
+		if err := w.writeHardlink(e, files); err != nil {
 			return fmt.Errorf("writing %s: %w", e.Where(), err)
 		}
 	}
@@ -108,29 +109,44 @@ func WriteEntries(rootfs string, entries []Entry, chown bool) error {
 	return nil
 }
 
+// treeWriter writes entries under rootfs. dirs are the image paths known
+// to be real directories there (checked, or made by the writer): nothing
+// it writes later can turn one into a symlink, so a path below one is not
+// checked again, and a deep tree costs one check per directory, not one
+// per directory and entry.
+type treeWriter struct {
+	rootfs string
+	dirs   map[string]bool
+}
+
 // hostPath returns where the image path p lives under rootfs, after
 // checking that p is absolute and clean and that its parent directories
 // exist (created 0755 when missing) without crossing a symlink.
-func hostPath(rootfs, p string) (string, error) {
+func (w *treeWriter) hostPath(p string) (string, error) {
 	if !cleanAbs(p) || p == "/" {
 		return "", fmt.Errorf("path %q is not absolute and clean", p)
 	}
-	parent := filepath.Join(rootfs, path.Dir(p))
-	safe, err := securejoin.SecureJoin(rootfs, path.Dir(p))
-	if err != nil {
-		return "", err
+	if dir := path.Dir(p); !w.dirs[dir] {
+		parent := filepath.Join(w.rootfs, dir)
+		safe, err := securejoin.SecureJoin(w.rootfs, dir)
+		if err != nil {
+			return "", err
+		}
+		if safe != parent {
+			return "", fmt.Errorf("a parent directory of %s is a symlink", p)
+		}
+		if err := os.MkdirAll(parent, 0o755); err != nil {
+			return "", err
+		}
+		for d := dir; d != "/" && !w.dirs[d]; d = path.Dir(d) {
+			w.dirs[d] = true
+		}
 	}
-	if safe != parent {
-		return "", fmt.Errorf("a parent directory of %s is a symlink", p)
-	}
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return "", err
-	}
-	return filepath.Join(rootfs, p), nil
+	return filepath.Join(w.rootfs, p), nil
 }
 
-func writeEntry(rootfs string, e Entry, chown bool) error {
-	p, err := hostPath(rootfs, e.Where())
+func (w *treeWriter) writeEntry(e Entry, chown bool) error {
+	p, err := w.hostPath(e.Where())
 	if err != nil {
 		return err
 	}
@@ -138,7 +154,9 @@ func writeEntry(rootfs string, e Entry, chown bool) error {
 	case manifest.File:
 		err = writeNew(p, e.Content, 0o600)
 	case manifest.Directory:
-		err = mkdirNoFollow(p)
+		if err = mkdirNoFollow(p); err == nil {
+			w.dirs[e.Where()] = true
+		}
 	case manifest.Symlink:
 		err = os.Symlink(e.Target, p)
 	default:
@@ -207,13 +225,13 @@ func mkdirNoFollow(p string) error {
 
 // writeHardlink links e to the written file it names; a target that was
 // not written (one only the root has) is skipped.
-func writeHardlink(rootfs string, e Entry, files map[string]bool) error {
+func (w *treeWriter) writeHardlink(e Entry, files map[string]bool) error {
 	if !files[e.Target] {
 		return nil
 	}
-	p, err := hostPath(rootfs, e.Where())
+	p, err := w.hostPath(e.Where())
 	if err != nil {
 		return err
 	}
-	return os.Link(filepath.Join(rootfs, e.Target), p)
+	return os.Link(filepath.Join(w.rootfs, e.Target), p)
 }

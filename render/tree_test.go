@@ -405,3 +405,51 @@ func TestWriteTreeTraversal(t *testing.T) {
 		t.Errorf("WriteTree() linked /etc/h to a host file (Lstat: %v), want it skipped", err)
 	}
 }
+
+// countingRoot counts the lookups made in a root.
+type countingRoot struct {
+	Root
+	lookups int
+}
+
+func (c *countingRoot) Lstat(p string) (manifest.Entry, bool, error) {
+	c.lookups++
+	return c.Root.Lstat(p)
+}
+
+// TestDeepPathLinear: a file 1,000 directories deep (a hostile
+// MachineConfig; well under PATH_MAX) costs a number of root lookups
+// linear in its depth, and its parents resolve through a symlink in the
+// root as before. Resolving every parent on its own made it cubic: such a
+// MachineConfig held render, build and verify for minutes.
+func TestDeepPathLinear(t *testing.T) {
+	const depth = 1000
+	deep := "/etc/alt" + strings.Repeat("/d", depth) + "/f.conf"
+	root := &countingRoot{Root: makeRoot(t, map[string]string{"etc/real/": "", "etc/alt": "-> real"})}
+	res, err := renderDocs(t, root, mcDoc("99-deep", `"storage":{"files":[{"path":"`+deep+`","contents":{"source":"data:,x"}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d lookups", root.lookups)
+	if root.lookups > 20*depth {
+		t.Errorf("rendering a file %d directories deep made %d root lookups, want at most %d", depth, root.lookups, 20*depth)
+	}
+	want := "/etc/real" + strings.Repeat("/d", depth) + "/f.conf"
+	dirs := 0
+	for _, e := range res.Entries {
+		switch {
+		case e.Path == deep && e.Where() != want:
+			t.Errorf("%s lands at %s, want %s", deep, e.Where(), want)
+		case e.Type == manifest.Directory && strings.HasPrefix(e.Where(), "/etc/real/d"):
+			dirs++
+		case e.Type == manifest.Directory:
+			t.Logf("directory %s (%s)", e.Path, e.Where())
+		}
+	}
+	if dirs != depth {
+		t.Errorf("rendering made %d parent directories, want %d", dirs, depth)
+	}
+	if err := WriteEntries(t.TempDir(), res.Entries, false); err != nil {
+		t.Errorf("WriteEntries: %v", err)
+	}
+}
