@@ -103,9 +103,30 @@ func (r *refusals) storage(s types.Storage) {
 		ff := fmt.Sprintf("%s.directories[%d]", f, i)
 		r.path(ff+".path", d.Path)
 		r.mode(ff+".mode", d.Mode)
+		r.owners(ff, d.Node)
 	}
 	for i, l := range s.Links {
-		r.link(fmt.Sprintf("%s.links[%d]", f, i), l)
+		ff := fmt.Sprintf("%s.links[%d]", f, i)
+		r.link(ff, l)
+		r.owners(ff, l.Node)
+	}
+}
+
+// MaxID is the largest user or group id a file can have: chown(2) reads
+// (uid_t)-1 as "leave it".
+const MaxID = 1<<32 - 2
+
+// owners refuses an id no file can have: the MCD would pass it to chown,
+// which takes it modulo 2^32 (or as "leave it"), and a tar header cannot
+// carry a negative one.
+func (r *refusals) owners(f string, n types.Node) {
+	for _, o := range []struct {
+		field string
+		id    *int
+	}{{".user.id", n.User.ID}, {".group.id", n.Group.ID}} {
+		if o.id != nil && (*o.id < 0 || *o.id > MaxID) {
+			r.add(f+o.field, "id %d is out of range (0 to %d)", *o.id, MaxID)
+		}
 	}
 }
 
@@ -118,6 +139,7 @@ func (r *refusals) file(f string, file types.File) {
 		r.add(f+".append", "appending is not supported by the machine-config-daemon")
 	}
 	r.mode(f+".mode", file.Mode)
+	r.owners(f, file.Node)
 	r.resource(f+".contents", file.Contents)
 }
 

@@ -47,6 +47,16 @@ func TestRefusals(t *testing.T) {
 		config: `{"ignition":{"version":"3.5.0","security":{"tls":{"certificateAuthorities":[{"source":"data:,ca"},{"source":"https://example.com/ca.pem"}]}}}}`,
 		want:   []FieldError{{Field: "spec.config.ignition.security.tls.certificateAuthorities[1].source", Msg: "remote content (https) is not supported: the build is offline; inline it as a data: URL"}},
 	}, {
+		name: "owner ids out of range",
+		config: ign("3.5.0", `"storage":{"files":[{"path":"/etc/a","user":{"id":-5}},{"path":"/etc/b","group":{"id":4294967295}}],`+
+			`"directories":[{"path":"/etc/d","user":{"id":99999999999}}],"links":[{"path":"/etc/l","target":"/etc/a","group":{"id":-1}}]}`),
+		want: []FieldError{
+			{Field: "spec.config.storage.files[0].user.id", Msg: "id -5 is out of range (0 to 4294967294)"},
+			{Field: "spec.config.storage.files[1].group.id", Msg: "id 4294967295 is out of range (0 to 4294967294)"},
+			{Field: "spec.config.storage.directories[0].user.id", Msg: "id 99999999999 is out of range (0 to 4294967294)"},
+			{Field: "spec.config.storage.links[0].group.id", Msg: "id -1 is out of range (0 to 4294967294)"},
+		},
+	}, {
 		name:   "user other than core",
 		config: ign("3.5.0", `"passwd":{"users":[{"name":"core"},{"name":"admin","sshAuthorizedKeys":["ssh-ed25519 AAAA"]}]}`),
 		want:   []FieldError{{Field: "spec.config.passwd.users[1].name", Msg: `user "admin": only the core user is supported by the machine-config-daemon`}},
@@ -189,6 +199,7 @@ func TestAccepted(t *testing.T) {
 		{"core with keys and password hash only", ign("3.5.0", `"passwd":{"users":[{"name":"core","passwordHash":"$6$x","sshAuthorizedKeys":["k"]}]}`)},
 		{"data URLs, plain, base64 and gzip", ign("3.5.0", `"storage":{"files":[{"path":"/etc/a","contents":{"source":"data:,a"}},`+
 			`{"path":"/etc/b","contents":{"source":"data:;base64,YQ=="}},{"path":"/etc/c","contents":{"source":"data:;base64,H4sIAAAAAAAA/0sEAEPevrcBAAAA","compression":"gzip"}}]}`)},
+		{"owner ids 0 and 4294967294", ign("3.5.0", `"storage":{"files":[{"path":"/etc/a","user":{"id":0},"group":{"id":4294967294}}]}`)},
 		{"mode 0777", ign("3.5.0", `"storage":{"files":[{"path":"/etc/a","mode":511}],"directories":[{"path":"/etc/d","mode":511}]}`)},
 		{"symlinks staying inside", ign("3.5.0", `"storage":{"links":[{"path":"/etc/a/b/l","target":"../../../usr/bin/x"},{"path":"/etc/m","target":"/usr/bin/x"}]}`)},
 		{"hard link", ign("3.5.0", `"storage":{"files":[{"path":"/etc/a"}],"links":[{"path":"/etc/h","target":"/etc/a","hard":true}]}`)},
