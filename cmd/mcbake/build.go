@@ -97,6 +97,11 @@ containers-storage:NAME or docker://REF.`,
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: Containerfile and build context written\n", opts.Output)
 				return printSummary(cmd.ErrOrStderr(), opts.Output, p.Manifest)
 			}
+			digestOut, err := openOutput("--digestfile", digestFile)
+			if err != nil {
+				return err
+			}
+			defer digestOut.discard()
 			res, err := build.Run(cmd.Context(), opts)
 			rep.Wait()
 			if errors.Is(err, build.ErrAppendNeedsNoContainerfile) {
@@ -111,10 +116,8 @@ containers-storage:NAME or docker://REF.`,
 			if err != nil {
 				return err
 			}
-			if digestFile != "" {
-				if err := writeFileAtomic(digestFile, []byte(res.Digest.String())); err != nil {
-					return err
-				}
+			if err := digestOut.commit([]byte(res.Digest.String())); err != nil {
+				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), res.Digest)
 			if quiet {

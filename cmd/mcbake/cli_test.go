@@ -589,3 +589,41 @@ func TestDamagedCachedView(t *testing.T) {
 		t.Errorf("the view after the rebuild: %v; the same as the first: %v", err, bytes.Equal(b, good))
 	}
 }
+
+// TestBuildDigestFile: --digestfile gets the digest build prints; one that
+// cannot be written fails before the build writes anything, naming the
+// flag, and a written one leaves no temporary file beside it.
+func TestBuildDigestFile(t *testing.T) {
+	e := newEnv(t)
+	aDir := filepath.Join(e.dir, "adir")
+	if err := os.Mkdir(aDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, file := range map[string]string{"missing directory": filepath.Join(e.dir, "nodir", "d"), "a directory": aDir} {
+		t.Run(name, func(t *testing.T) {
+			dest := filepath.Join(e.dir, "out-"+strings.ReplaceAll(name, " ", "-"))
+			code, _, stderr := e.run(append([]string{"build", "--quiet", "--base", e.base, "-o", "oci:" + dest + ":latest", "-f", workerMC, "--digestfile", file}, e.imageArgs()...)...)
+			if code == 0 || !strings.Contains(stderr, "--digestfile "+file) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+				t.Errorf("exit %d, stderr %q; want a failure naming --digestfile %s on one line", code, stderr, file)
+			}
+			if _, err := os.Stat(dest); !os.IsNotExist(err) {
+				t.Errorf("destination %s exists after a build that could not write its digest file (err %v)", dest, err)
+			}
+		})
+	}
+	dir := filepath.Join(e.dir, "digests")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "layered.digest")
+	code, stdout, stderr := e.run(append([]string{"build", "--quiet", "--base", e.base, "-o", "oci:" + filepath.Join(e.dir, "out-ok") + ":latest", "-f", workerMC, "--digestfile", file}, e.imageArgs()...)...)
+	if code != 0 {
+		t.Fatalf("build: exit %d\n%s", code, stderr)
+	}
+	if b, err := os.ReadFile(file); err != nil || string(b) != strings.TrimSpace(stdout) {
+		t.Errorf("digest file = %q, %v; want %q", b, err, strings.TrimSpace(stdout))
+	}
+	if names, _ := os.ReadDir(dir); len(names) != 1 {
+		t.Errorf("%s holds %d files, want only the digest file", dir, len(names))
+	}
+}
