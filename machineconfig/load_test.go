@@ -499,6 +499,21 @@ func TestLoadErrors(t *testing.T) {
 		args:  []string{"a.yaml"},
 		want:  "a.yaml: <unnamed>: metadata.name: MachineConfig has no name",
 	}, {
+		name:  "a name with a line break",
+		files: map[string]string{"a.yaml": "kind: MachineConfig\nmetadata: {name: \"a\\nb\"}\nspec: {}\n"},
+		args:  []string{"a.yaml"},
+		want:  `a.yaml: "a\nb": metadata.name: name "a\nb" is not one the API server accepts: it must be a lowercase RFC 1123 subdomain (a-z, 0-9, '-' and '.', starting and ending with a letter or digit)`,
+	}, {
+		name:  "a name with a slash",
+		files: map[string]string{"a.yaml": "kind: MachineConfig\nmetadata: {name: ../../a}\nspec: {}\n"},
+		args:  []string{"a.yaml"},
+		want:  `a.yaml: "../../a": metadata.name: name "../../a" is not one the API server accepts: it must be a lowercase RFC 1123 subdomain (a-z, 0-9, '-' and '.', starting and ending with a letter or digit)`,
+	}, {
+		name:  "a name too long",
+		files: map[string]string{"a.yaml": "kind: MachineConfig\nmetadata: {name: " + strings.Repeat("a", 254) + "}\nspec: {}\n"},
+		args:  []string{"a.yaml"},
+		want:  `a.yaml: "` + strings.Repeat("a", 254) + `": metadata.name: name "` + strings.Repeat("a", 254) + `" is not one the API server accepts: 254 characters, more than 253`,
+	}, {
 		name:  "only comments",
 		files: map[string]string{"a.yaml": "# nothing here\n---\n# nor here\n"},
 		args:  []string{"a.yaml"},

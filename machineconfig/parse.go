@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 
 	igerrors "github.com/coreos/ignition/v2/config/shared/errors"
@@ -121,6 +123,9 @@ func parseObject(file string, raw json.RawMessage, cache validCache) (*MachineCo
 	if name == "" {
 		return nil, ferr("metadata.name", "MachineConfig has no name")
 	}
+	if why := badName(name); why != "" {
+		return nil, ferr("metadata.name", fmt.Sprintf("name %s is not one the API server accepts: %s", strconv.Quote(name), why))
+	}
 	mc := &MachineConfig{File: file, Name: name, Labels: obj.Metadata.Labels, Annotations: obj.Metadata.Annotations,
 		Digest: digest.FromBytes(raw), Spec: obj.Spec}
 	cfg, fields, err := parseIgnition(obj.Spec.Config, cache)
@@ -143,10 +148,33 @@ func specErrors(s Spec) error {
 }
 
 func orUnnamed(name string) string {
-	if name == "" {
+	switch {
+	case name == "":
 		return "<unnamed>"
+	case badName(name) != "":
+		return strconv.Quote(name)
 	}
 	return name
+}
+
+// dnsLabel is a label of an RFC 1123 subdomain.
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// badName says why name is not a valid MachineConfig name, "" when it is:
+// the API server takes only a DNS subdomain (RFC 1123: lowercase letters,
+// digits, '-' and '.', at most 253 characters) for a custom resource, so
+// no cluster has such a MachineConfig; and a name is printed in every
+// error about the MachineConfig, on one line.
+func badName(name string) string {
+	if len(name) > 253 {
+		return fmt.Sprintf("%d characters, more than 253", len(name))
+	}
+	for _, l := range strings.Split(name, ".") {
+		if !dnsLabel.MatchString(l) {
+			return "it must be a lowercase RFC 1123 subdomain (a-z, 0-9, '-' and '.', starting and ending with a letter or digit)"
+		}
+	}
+	return ""
 }
 
 // parseIgnition parses spec.config with ignition's own parser for specs 3.0
