@@ -73,6 +73,9 @@ func fromButane(file string, data []byte) ([]byte, error) {
 	if file != "<stdin>" {
 		opts.FilesDir = filepath.Dir(file)
 	}
+	if errs := butaneLocals(file, data, opts.FilesDir); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
 	out, rpt, err := butane.TranslateBytes(data, opts)
 	if err == nil {
 		return out, nil

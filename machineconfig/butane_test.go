@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -102,6 +103,50 @@ func TestButaneField(t *testing.T) {
 	} {
 		if got := ButaneField(in); got != want {
 			t.Errorf("ButaneField(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestButaneLocalFiles: the local files a Butane config names are checked
+// before Butane reads them whole: a file that is not regular (a FIFO would
+// never end), and local files that total more than an input may hold, are
+// refused at their field; files within the limit translate.
+func TestButaneLocalFiles(t *testing.T) {
+	t.Chdir(t.TempDir())
+	head := "variant: openshift\nversion: 4.18.0\nmetadata: {name: 10-local, labels: {machineconfiguration.openshift.io/role: worker}}\n"
+	writeFiles(t, ".", map[string]string{
+		"small":       "small\n",
+		"tree/a.conf": "a\n",
+		"ok.bu":       head + "storage:\n  files: [{path: /etc/small, contents: {local: small}}]\n  trees: [{local: tree, path: /etc/tree}]\n",
+		"big.bu":      head + "storage:\n  files:\n    - path: /etc/small\n      contents: {local: small}\n    - path: /etc/big\n      contents: {local: big}\n",
+		"bigtree.bu":  head + "storage:\n  trees: [{local: bigtree, path: /etc/t}]\n",
+		"fifo.bu":     head + "systemd:\n  units: [{name: x.service, contents_local: fifo}]\n",
+	})
+	for name, size := range map[string]int64{"big": MaxInput, "bigtree/a": MaxInput / 2, "bigtree/b": MaxInput/2 + 1} {
+		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(name, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(name, size); err != nil { // sparse: no disk used
+			t.Fatal(err)
+		}
+	}
+	if err := syscall.Mkfifo("fifo", 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mcs, err := Load([]string{"ok.bu"}, nil)
+	if err != nil || len(mcs) != 1 || len(mcs[0].Ignition.Storage.Files) != 2 {
+		t.Fatalf("Load(ok.bu) = %v, %v; want one MachineConfig with two files", names(mcs), err)
+	}
+	for _, tt := range []struct{ file, want string }{
+		{"big.bu", "big.bu: 10-local: storage.files[1].contents.local: Butane: line 9, column 25: local file big (67108864 bytes) makes the local files more than 64 MiB together, as much as one input may hold"},
+		{"bigtree.bu", "bigtree.bu: 10-local: storage.trees[0].local: Butane: line 5, column 19: local file bigtree/b (33554433 bytes) makes the local files more than 64 MiB together, as much as one input may hold"},
+		{"fifo.bu", "fifo.bu: 10-local: systemd.units[0].contents_local: Butane: line 5, column 45: local file fifo is not a regular file (p---------)"},
+	} {
+		if _, err := Load([]string{tt.file}, nil); err == nil || err.Error() != tt.want {
+			t.Errorf("Load(%s) = %v,\nwant %s", tt.file, err, tt.want)
 		}
 	}
 }

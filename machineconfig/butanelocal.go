@@ -1,0 +1,147 @@
+package machineconfig
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// butaneLocals checks the local files a Butane config names before Butane
+// reads them: Butane reads each whole (os.ReadFile) and every file of a
+// tree, with no limit, so that a 1 GiB file next to a config, or a FIFO,
+// would cost its size in memory or never end. A file that is not regular,
+// and files that total more than MaxInput (what one input may hold), are
+// refused at the Butane field that names them, with its line. References
+// Butane refuses itself (outside the files directory, none for stdin) are
+// left to it.
+func butaneLocals(file string, data []byte, filesDir string) []error {
+	var doc yaml.Node
+	if filesDir == "" || yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 {
+		return nil
+	}
+	c := localChecker{file: file, name: butaneName(data), dir: filesDir}
+	c.walk(doc.Content[0], nil, false)
+	return c.errs
+}
+
+type localChecker struct {
+	file, name, dir string
+	total           int64
+	over            bool // the total went over: reported once
+	errs            []error
+}
+
+// walk visits n, at Butane field path p; tree says n is an entry of
+// storage.trees, whose local is a directory.
+func (c *localChecker) walk(n *yaml.Node, p []string, tree bool) {
+	switch n.Kind {
+	case yaml.SequenceNode:
+		inTrees := len(p) == 2 && p[0] == "storage" && p[1] == "trees"
+		for i, item := range n.Content {
+			c.walk(item, append(p[:len(p):len(p)], fmt.Sprintf("[%d]", i)), inTrees)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i].Value, n.Content[i+1]
+			field := append(p[:len(p):len(p)], k)
+			switch {
+			case k == "local" && v.Kind == yaml.ScalarNode && tree:
+				c.tree(field, v)
+			case (k == "local" || k == "contents_local") && v.Kind == yaml.ScalarNode:
+				c.local(field, v)
+			case k == "ssh_authorized_keys_local" && v.Kind == yaml.SequenceNode:
+				for j, f := range v.Content {
+					if f.Kind == yaml.ScalarNode {
+						c.local(append(field[:len(field):len(field)], fmt.Sprintf("[%d]", j)), f)
+					}
+				}
+			default:
+				c.walk(v, field, false)
+			}
+		}
+	}
+}
+
+// resolve is where Butane reads the local path v, "" when Butane refuses
+// it itself (it leaves the files directory).
+func (c *localChecker) resolve(v string) string {
+	p := filepath.Join(c.dir, filepath.FromSlash(v))
+	base, err1 := filepath.Abs(c.dir)
+	abs, err2 := filepath.Abs(p)
+	if err1 != nil || err2 != nil || (abs != base && !strings.HasPrefix(abs, base+string(filepath.Separator))) {
+		return ""
+	}
+	return p
+}
+
+func (c *localChecker) local(field []string, v *yaml.Node) {
+	p := c.resolve(v.Value)
+	if p == "" {
+		return
+	}
+	fi, err := os.Stat(p)
+	switch {
+	case err != nil:
+		return // Butane reports it
+	case !fi.Mode().IsRegular():
+		c.fail(field, v, fmt.Sprintf("local file %s is not a regular file (%s)", v.Value, fi.Mode().Type()))
+	default:
+		c.add(field, v, v.Value, fi.Size())
+	}
+}
+
+func (c *localChecker) tree(field []string, v *yaml.Node) {
+	p := c.resolve(v.Value)
+	if p == "" {
+		return
+	}
+	_ = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil // Butane reports errors, and reads only regular files
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		rel, _ := filepath.Rel(c.dir, q)
+		if !c.add(field, v, filepath.ToSlash(rel), fi.Size()) {
+			return filepath.SkipAll
+		}
+		return nil
+	})
+}
+
+// add counts a local file of size bytes; false once the total is over.
+func (c *localChecker) add(field []string, v *yaml.Node, name string, size int64) bool {
+	if c.over {
+		return false
+	}
+	if c.total += size; c.total <= MaxInput {
+		return true
+	}
+	c.over = true
+	what := fmt.Sprintf("local file %s (%d bytes)", name, size)
+	if size <= MaxInput {
+		what += fmt.Sprintf(" makes the local files more than %d MiB together", MaxInput>>20)
+	} else {
+		what += fmt.Sprintf(" is larger than %d MiB", MaxInput>>20)
+	}
+	c.fail(field, v, what+", as much as one input may hold")
+	return false
+}
+
+func (c *localChecker) fail(field []string, v *yaml.Node, msg string) {
+	c.errs = append(c.errs, &FieldError{File: c.file, MachineConfig: c.name, Field: strings.ReplaceAll(strings.Join(field, "."), ".[", "["),
+		Reason: ReasonInvalid, Msg: fmt.Sprintf("Butane: line %d, column %d: %s", v.Line, v.Column, msg)})
+}
+
+// butaneName is the config's metadata.name as errors print it.
+func butaneName(data []byte) string {
+	var h butaneHead
+	_ = yaml.Unmarshal(data, &h)
+	return orUnnamed(h.Metadata.Name)
+}
