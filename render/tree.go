@@ -1,6 +1,7 @@
 package render
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -25,7 +26,13 @@ import (
 // replaces anything else. Writing never follows a symlink inside rootfs.
 // Absent entries and hard links whose target is not a rendered file are
 // recorded in the manifest only.
-func WriteTree(dir string, res *Result, m *manifest.Manifest, chown bool) (err error) {
+func WriteTree(dir string, res *Result, m *manifest.Manifest, chown bool) error {
+	return WriteTreeContext(context.Background(), dir, res, m, chown)
+}
+
+// WriteTreeContext is WriteTree that stops, leaving nothing behind, when
+// ctx is done.
+func WriteTreeContext(ctx context.Context, dir string, res *Result, m *manifest.Manifest, chown bool) (err error) {
 	if err := atomicdir.CheckReplaceable(dir, "render output", "rootfs", "manifest.json"); err != nil {
 		return err
 	}
@@ -41,7 +48,7 @@ func WriteTree(dir string, res *Result, m *manifest.Manifest, chown bool) (err e
 		}
 		tmpDir.Release()
 	}()
-	if err := WriteEntries(filepath.Join(tmp, "rootfs"), res.Entries, chown); err != nil {
+	if err := WriteEntriesContext(ctx, filepath.Join(tmp, "rootfs"), res.Entries, chown); err != nil {
 		return err
 	}
 	b, err := manifest.Marshal(m)
@@ -68,6 +75,12 @@ func WriteTree(dir string, res *Result, m *manifest.Manifest, chown bool) (err e
 // its children from being written. Absent entries are skipped. It is the
 // one tree writer: render output and build contexts both use it.
 func WriteEntries(rootfs string, entries []Entry, chown bool) error {
+	return WriteEntriesContext(context.Background(), rootfs, entries, chown)
+}
+
+// WriteEntriesContext is WriteEntries that stops at the first entry it
+// reaches once ctx is done, returning ctx's error.
+func WriteEntriesContext(ctx context.Context, rootfs string, entries []Entry, chown bool) error {
 	sorted := append([]Entry(nil), entries...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Where() < sorted[j].Where() })
 	if err := os.MkdirAll(rootfs, 0o755); err != nil {
@@ -77,6 +90,9 @@ func WriteEntries(rootfs string, entries []Entry, chown bool) error {
 	files := map[string]bool{} // where regular files were written
 	var hard, dirs []Entry
 	for _, e := range sorted {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		switch e.Type {
 		case manifest.Absent:
 			continue

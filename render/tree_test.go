@@ -1,6 +1,7 @@
 package render
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -451,5 +452,24 @@ func TestDeepPathLinear(t *testing.T) {
 	}
 	if err := WriteEntries(t.TempDir(), res.Entries, false); err != nil {
 		t.Errorf("WriteEntries: %v", err)
+	}
+}
+
+// TestWriteTreeCancelled: a cancelled write stops, returns the context's
+// error and leaves neither the output nor its temporary sibling.
+func TestWriteTreeCancelled(t *testing.T) {
+	res, err := renderDocs(t, nil, mcDoc("99-a", `"storage":{"files":[{"path":"/etc/a.conf","contents":{"source":"data:,a"}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	parent := t.TempDir()
+	out := filepath.Join(parent, "out")
+	if err := WriteTreeContext(ctx, out, res, res.Manifest(nil), false); !errors.Is(err, context.Canceled) {
+		t.Fatalf("WriteTreeContext(cancelled) = %v, want context.Canceled", err)
+	}
+	if names, _ := os.ReadDir(parent); len(names) != 0 {
+		t.Errorf("left in %s: %v", parent, names)
 	}
 }

@@ -45,7 +45,7 @@ parent symlinks are followed.`,
 				return err
 			}
 			m := res.Manifest(mcs)
-			if err := render.WriteTree(out, res, m, os.Geteuid() == 0); err != nil {
+			if err := render.WriteTreeContext(cmd.Context(), out, res, m, os.Geteuid() == 0); err != nil {
 				return fmt.Errorf("writing %s: %w", out, err)
 			}
 			return printSummary(cmd.OutOrStdout(), out, m)

@@ -57,17 +57,29 @@ func Execute(ctx context.Context, cmd *cobra.Command, args []string, stdin io.Re
 	if err == nil {
 		return ExitOK
 	}
+	if st := (*Stopped)(nil); errors.As(context.Cause(ctx), &st) {
+		if !errors.Is(err, context.Canceled) { // a failure of its own, besides
+			printError(stderr, cmd.Name(), err)
+		}
+		fmt.Fprintln(stderr, cmd.Name()+":", st)
+		return st.ExitCode()
+	}
 	code := ExitInput
 	var ec *ExitError
 	if errors.As(err, &ec) {
 		code, err = ec.Code, ec.Err
 	}
 	if err != nil {
-		for _, line := range strings.Split(err.Error(), "\n") {
-			fmt.Fprintln(stderr, cmd.Name()+":", line)
-		}
+		printError(stderr, cmd.Name(), err)
 	}
 	return code
+}
+
+// printError writes err to stderr, one line each, prefixed with name.
+func printError(stderr io.Writer, name string, err error) {
+	for _, line := range strings.Split(err.Error(), "\n") {
+		fmt.Fprintln(stderr, name+":", line)
+	}
 }
 
 // syncWriter serialises writes to w.

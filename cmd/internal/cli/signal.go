@@ -25,7 +25,7 @@ const StopGrace = 3 * time.Second
 // (their locks end with the process). Call stop when the command
 // returned.
 func SignalContext(grace time.Duration, stderr io.Writer, name string) (ctx context.Context, stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancelCause(context.Background())
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	done := make(chan struct{})
@@ -33,7 +33,7 @@ func SignalContext(grace time.Duration, stderr io.Writer, name string) (ctx cont
 		var sig os.Signal
 		select {
 		case sig = <-sigs:
-			cancel()
+			cancel(&Stopped{Signal: sig})
 		case <-done:
 			return
 		}
@@ -45,16 +45,29 @@ func SignalContext(grace time.Duration, stderr io.Writer, name string) (ctx cont
 		case <-sigs:
 		case <-timer.C:
 		}
-		fmt.Fprintf(stderr, "%s: stopped by %v\n", name, sig)
-		code := 128 + 15
-		if s, ok := sig.(syscall.Signal); ok {
-			code = 128 + int(s)
-		}
-		os.Exit(code)
+		st := &Stopped{Signal: sig}
+		fmt.Fprintf(stderr, "%s: %v\n", name, st)
+		os.Exit(st.ExitCode())
 	}()
 	return ctx, func() {
 		signal.Stop(sigs)
 		close(done)
-		cancel()
+		cancel(nil)
 	}
+}
+
+// Stopped is the cause of a SignalContext's cancellation: the signal.
+// Execute reports a command that failed once its context was so
+// cancelled (most often with the context's own error) as stopped by it,
+// with exit code 128+signal, as when the grace runs out.
+type Stopped struct{ Signal os.Signal }
+
+func (s *Stopped) Error() string { return fmt.Sprintf("stopped by %v", s.Signal) }
+
+// ExitCode is 128 plus the signal's number.
+func (s *Stopped) ExitCode() int {
+	if n, ok := s.Signal.(syscall.Signal); ok {
+		return 128 + int(n)
+	}
+	return 128 + int(syscall.SIGTERM)
 }
