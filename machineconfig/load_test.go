@@ -499,6 +499,17 @@ func TestLoadErrors(t *testing.T) {
 		args:  []string{"a.yaml"},
 		want:  "a.yaml: <unnamed>: metadata.name: MachineConfig has no name",
 	}, {
+		name: "a value of the wrong type is reported at its field",
+		files: map[string]string{"a.json": mcJSON("00-a", ign("3.5.0",
+			`"storage":{"files":[{"path":"/etc/a"},{"path":"/etc/b","mode":"0644"}]},"systemd":{"units":[{"name":"u.service","dropins":[{"name":"d.conf"}]}]}`))},
+		args: []string{"a.json"},
+		want: "a.json: 00-a: spec.config.storage.files[1].mode: json: cannot unmarshal string into Go struct field File.storage.files.FileEmbedded1.mode of type int",
+	}, {
+		name:  "a value of the wrong type in a unit",
+		files: map[string]string{"a.yaml": "kind: MachineConfig\nmetadata: {name: 00-a}\nspec:\n  config:\n    ignition: {version: 3.4.0}\n    systemd:\n      units: [{name: u.service, dropins: [{name: d.conf, contents: 5}]}]\n"},
+		args:  []string{"a.yaml"},
+		want:  "a.yaml: 00-a: spec.config.systemd.units[u.service].dropins[d.conf].contents: json: cannot unmarshal number into Go struct field Dropin.systemd.units.dropins.contents of type string",
+	}, {
 		name:  "a name with a line break",
 		files: map[string]string{"a.yaml": "kind: MachineConfig\nmetadata: {name: \"a\\nb\"}\nspec: {}\n"},
 		args:  []string{"a.yaml"},
@@ -568,7 +579,7 @@ func TestParseSyntaxErrors(t *testing.T) {
 		{"yaml syntax in the second document", mcJSON("00-a", ign("3.5.0", "")) + "\n---\nkind: [unclosed\n", "s.yaml: document 2: "},
 		{"scalar document", "just a string\n", "s.yaml: document 1: not an object: "},
 		{"spec.config not an object", mcJSON("00-a", `"a string"`), "s.yaml: 00-a: spec.config: "},
-		{"wrongly typed ignition field", mcJSON("00-a", ign("3.5.0", `"storage":{"files":[{"path":"/etc/a","mode":"0644"}]}`)), "s.yaml: 00-a: spec.config: "},
+		{"wrongly typed ignition field", mcJSON("00-a", ign("3.5.0", `"storage":{"files":[{"path":"/etc/a","mode":"0644"}]}`)), "s.yaml: 00-a: spec.config.storage.files[0].mode: "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package machineconfig
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -198,19 +199,26 @@ func parseIgnition(raw json.RawMessage, cache validCache) (types.Config, map[str
 		}
 	}
 	if err != nil {
-		return types.Config{}, nil, reportErrors(err, rpt, unitNames(raw))
+		return types.Config{}, nil, reportErrors(err, rpt, raw)
 	}
 	return cfg, nil, nil
 }
 
-// reportErrors turns ignition's validation report into field errors.
-func reportErrors(err error, rpt report.Report, units unitNameIndex) error {
+// reportErrors turns ignition's validation report on raw into field
+// errors. A value of the wrong type (a string mode) is reported by
+// Ignition at the config with only its offset: its field is found there.
+func reportErrors(err error, rpt report.Report, raw []byte) error {
+	units := unitNames(raw)
 	var errs []error
 	for _, e := range rpt.Entries {
 		if !e.Kind.IsFatal() {
 			continue
 		}
-		errs = append(errs, &FieldError{Field: ignitionField(e.Context.Path, units), Reason: ReasonInvalid, Msg: e.Message})
+		p := e.Context.Path
+		if len(p) == 0 && e.Marker.StartP != nil {
+			p = jsonPathAt(raw, e.Marker.StartP.Index)
+		}
+		errs = append(errs, &FieldError{Field: ignitionField(p, units), Reason: ReasonInvalid, Msg: e.Message})
 	}
 	if len(errs) == 0 {
 		field := "spec.config"
@@ -220,6 +228,72 @@ func reportErrors(err error, rpt report.Report, units unitNameIndex) error {
 		errs = append(errs, &FieldError{Field: field, Reason: ReasonInvalid, Msg: err.Error()})
 	}
 	return errors.Join(errs...)
+}
+
+// jsonPathAt returns the path (keys and indices) of the value of the JSON
+// document raw that ends at byte offset off, where encoding/json reports
+// a value of the wrong type; nil when there is none.
+func jsonPathAt(raw []byte, off int64) []interface{} {
+	type frame struct {
+		array   bool
+		index   int
+		key     string
+		wantKey bool
+	}
+	var stack []*frame
+	path := func() []interface{} {
+		var p []interface{}
+		for _, f := range stack {
+			if f.array {
+				p = append(p, f.index)
+			} else {
+				p = append(p, f.key)
+			}
+		}
+		return p
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			stack = stack[:len(stack)-1]
+			if dec.InputOffset() >= off {
+				return path()
+			}
+			if len(stack) > 0 && !stack[len(stack)-1].array {
+				stack[len(stack)-1].wantKey = true
+			}
+			continue
+		}
+		if top != nil && !top.array && top.wantKey {
+			top.key, top.wantKey = tok.(string), false
+			continue
+		}
+		if top != nil && top.array {
+			top.index++
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{wantKey: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, &frame{array: true, index: -1})
+			continue
+		}
+		if dec.InputOffset() >= off {
+			return path()
+		}
+		if top != nil && !top.array {
+			top.wantKey = true
+		}
+	}
 }
 
 // unitNameIndex holds the unit and drop-in names of a raw config, by
