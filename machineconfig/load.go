@@ -115,12 +115,17 @@ func ReadInputs(paths []string, stdin io.Reader) ([]Input, error) {
 	}
 	var srcs []Input
 	var errs []error
+	total := 0
 	for _, f := range files {
-		src, err := readSource(f, stdin)
+		src, err := readSource(f, stdin, MaxInput-total)
 		if err != nil {
 			errs = append(errs, err)
+			if errors.Is(err, errTooLarge) {
+				break
+			}
 			continue
 		}
+		total += len(src.Data)
 		srcs = append(srcs, src)
 	}
 	return srcs, errors.Join(errs...)
@@ -173,11 +178,17 @@ func configFiles(dir string) ([]string, error) {
 	return files, nil
 }
 
-// MaxInput bounds one input file: MachineConfigs live in etcd, whose
-// objects are at most about 1.5 MiB.
+// MaxInput bounds the input files, together: MachineConfigs live in
+// etcd, whose objects are at most about 1.5 MiB, and the memory a load
+// takes grows with what it reads.
 const MaxInput = 64 << 20
 
-func readSource(name string, stdin io.Reader) (_ Input, err error) {
+// errTooLarge is the error of an input past MaxInput.
+var errTooLarge = fmt.Errorf("larger than %d MiB", MaxInput>>20)
+
+// readSource reads one input of at most limit bytes (what MaxInput leaves
+// after the inputs before it).
+func readSource(name string, stdin io.Reader, limit int) (_ Input, err error) {
 	in := Input{Name: name}
 	var r io.Reader = stdin
 	size := 0 // the expected size, when known
@@ -191,8 +202,8 @@ func readSource(name string, stdin io.Reader) (_ Input, err error) {
 		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
 			// A regular file's size is known: one too large is refused
 			// unread, and one that fits is read into a buffer its size.
-			if st.Size() > MaxInput {
-				return Input{}, tooLargeInput(in.Name)
+			if st.Size() > int64(limit) {
+				return Input{}, tooLargeInput(in.Name, limit)
 			}
 			size = int(st.Size())
 		}
@@ -202,17 +213,20 @@ func readSource(name string, stdin io.Reader) (_ Input, err error) {
 			r = os.Stdin
 		}
 	}
-	if in.Data, err = readall.Sized(io.LimitReader(r, MaxInput+1), size+1); err != nil {
+	if in.Data, err = readall.Sized(io.LimitReader(r, int64(limit)+1), size+1); err != nil {
 		return Input{}, fmt.Errorf("reading %s: %w", in.Name, err)
 	}
-	if len(in.Data) > MaxInput {
-		return Input{}, tooLargeInput(in.Name)
+	if len(in.Data) > limit {
+		return Input{}, tooLargeInput(in.Name, limit)
 	}
 	return in, nil
 }
 
-func tooLargeInput(name string) error {
-	return fmt.Errorf("%s: larger than %d MiB: no MachineConfig is that large", name, MaxInput>>20)
+func tooLargeInput(name string, limit int) error {
+	if limit < MaxInput {
+		return fmt.Errorf("%s: the inputs are %w together, with the files before it: no pool's MachineConfigs are that large", name, errTooLarge)
+	}
+	return fmt.Errorf("%s: %w: no MachineConfig is that large", name, errTooLarge)
 }
 
 // Parse reads every MachineConfig in data, a YAML or JSON stream (single

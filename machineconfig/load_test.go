@@ -694,3 +694,27 @@ func TestDocumentsJSONIsYAMLToJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestReadInputsTotal: the inputs are bounded together, not one by one:
+// files that fit alone but not together are refused at the one that goes
+// over, before it is read.
+func TestReadInputsTotal(t *testing.T) {
+	dir := t.TempDir()
+	for name, size := range map[string]int64{"a.yaml": MaxInput - 1<<20, "b.yaml": 2 << 20} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(p, size); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ReadInputs([]string{filepath.Join(dir, "b.yaml")}, nil); err != nil {
+		t.Fatalf("ReadInputs(b.yaml) = %v, want it read", err)
+	}
+	_, err := ReadInputs([]string{dir}, nil)
+	want := filepath.Join(dir, "b.yaml") + ": the inputs are larger than 64 MiB together, with the files before it: no pool's MachineConfigs are that large"
+	if err == nil || err.Error() != want {
+		t.Errorf("ReadInputs(a.yaml, b.yaml) = %v, want %s", err, want)
+	}
+}
