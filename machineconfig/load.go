@@ -523,6 +523,11 @@ func documentObjects(js []byte) ([]json.RawMessage, error) {
 	}
 	switch head.Kind {
 	case "List", "MachineConfigList":
+		for i, item := range head.Items {
+			if t := bytes.TrimLeft(item, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+				return nil, fmt.Errorf("items[%d]: not an object: %.40s", i, item)
+			}
+		}
 		return head.Items, nil
 	}
 	return []json.RawMessage{js}, nil

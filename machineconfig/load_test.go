@@ -510,6 +510,11 @@ func TestLoadErrors(t *testing.T) {
 		args:  []string{"a.yaml"},
 		want:  "a.yaml: 00-a: spec.config.systemd.units[u.service].dropins[d.conf].contents: json: cannot unmarshal number into Go struct field Dropin.systemd.units.dropins.contents of type string",
 	}, {
+		name:  "a List item that is not an object",
+		files: map[string]string{"a.yaml": "apiVersion: v1\nkind: List\nitems: [{kind: MachineConfig, metadata: {name: a}}, 42]\n"},
+		args:  []string{"a.yaml"},
+		want:  "a.yaml: document 1: items[1]: not an object: 42",
+	}, {
 		name:  "a name with a line break",
 		files: map[string]string{"a.yaml": "kind: MachineConfig\nmetadata: {name: \"a\\nb\"}\nspec: {}\n"},
 		args:  []string{"a.yaml"},
