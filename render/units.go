@@ -195,7 +195,7 @@ func (r *renderer) writeUnit(tree *systemctl.FS, sc *systemctl.Systemctl, u mach
 		src := u.SourceOf("mask")
 		tree.SetTag(src)
 		tree.RemoveAll(p)
-		r.check(src, "masking", tree.Symlink("/dev/null", p))
+		r.check(src, "masking", p, tree.Symlink("/dev/null", p))
 	case HasContent(u.Contents):
 		src := u.SourceOf("contents")
 		if state, e := sc.State(u.Name); e == 0 && state == Enabled {
@@ -204,10 +204,10 @@ func (r *renderer) writeUnit(tree *systemctl.FS, sc *systemctl.Systemctl, u mach
 			r.failures(sc.Disable([]string{u.Name}), "disable", "contents", u, "disabling "+u.Name+" before rewriting it: ")
 		}
 		tree.SetTag(src)
-		r.check(src, "writing", tree.WriteFile(p, []byte(*u.Contents)))
+		r.check(src, "writing", p, tree.WriteFile(p, []byte(*u.Contents)))
 	case u.Mask != nil:
 		tree.SetTag(u.SourceOf("mask"))
-		r.check(u.SourceOf("mask"), "unmasking", tree.RemoveAll(p))
+		r.check(u.SourceOf("mask"), "unmasking", p, tree.RemoveAll(p))
 		r.removed(p, u.SourceOf("mask"))
 	}
 	tree.SetTag(nil)
@@ -230,21 +230,21 @@ func (r *renderer) writeDropin(tree *systemctl.FS, u machineconfig.Unit, d types
 	tree.SetTag(src)
 	defer tree.SetTag(nil)
 	if HasContent(d.Contents) {
-		r.check(src, "writing", tree.WriteFile(p, []byte(*d.Contents)))
+		r.check(src, "writing", p, tree.WriteFile(p, []byte(*d.Contents)))
 		return
 	}
 	r.removed(p, src)
 	if _, e := tree.Stat(p); e == 0 {
 		if e := tree.Unlink(p); e != 0 {
-			r.check(src, "removing", tree.Rmdir(p))
+			r.check(src, "removing", p, tree.Rmdir(p))
 		}
 	}
 }
 
-// check records a failed write of the MCD.
-func (r *renderer) check(src machineconfig.Source, what string, errno int) {
+// check records a failed write of the MCD at p.
+func (r *renderer) check(src machineconfig.Source, what, p string, errno int) {
 	if errno != 0 {
-		r.fail(src, "%s %s: %s", what, src.Field, systemctl.ErrnoString(errno))
+		r.fail(src, "%s %s: %s", what, p, systemctl.ErrnoString(errno))
 	}
 }
 

@@ -293,3 +293,15 @@ func TestRewrittenUnitIsDisabledFirst(t *testing.T) {
 		t.Errorf("new link = %+v, want a symlink to /etc/systemd/system/foo.service", e)
 	}
 }
+
+// TestUnitWriteFailureNamesThePath: when the MCD's write of a unit fails
+// in the root (here a symlink loop where /etc/systemd/system should be),
+// the error names the path it wrote, not only the field.
+func TestUnitWriteFailureNamesThePath(t *testing.T) {
+	root := makeRoot(t, map[string]string{"etc/systemd/system": "-> system"})
+	_, err := renderDocs(t, root, mcDoc("99-u", `"systemd":{"units":[{"name":"a.service","contents":"[Unit]\n"}]}`))
+	want := "mc0.yaml: 99-u: spec.config.systemd.units[a.service].contents: writing /etc/systemd/system/a.service: too many levels of symbolic links"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Render = %v, want an error containing %q", err, want)
+	}
+}
