@@ -313,7 +313,7 @@ func (m merge) apply(entries []Entry) {
 		if e.Type != manifest.Absent {
 			changed = append(changed, e.Path)
 		}
-		if e.Type == manifest.Directory && e.Base == manifest.StateAbsent {
+		if e.Type == manifest.Directory && m.copiedWhole(e) {
 			whole = append(whole, e.Path)
 		}
 	}
@@ -329,11 +329,18 @@ func (m merge) apply(entries []Entry) {
 		case e.Type == manifest.Directory && child != "":
 			e.Outcome, e.Reason = m.recreated(e, child == m.cc)
 		case m.changed(e):
-			e.Outcome, e.Reason = modified(e, m.baseDirs[e.Path])
+			e.Outcome, e.Reason = modified(e, m.baseDirs[e.Path], m.copiedWhole(e))
 		case isUnder(whole, e.Path):
 			e.Outcome, e.Reason = Kept, "inside a directory the node's copy changes and the base lacks: the merge copies that directory whole"
 		}
 	}
+}
+
+// copiedWhole reports whether the merge copies the node's changed
+// directory e whole: the base lacks it, or has something else than a
+// directory there (copy_modified_config_file unlinks it first).
+func (m merge) copiedWhole(e *Entry) bool {
+	return e.Base == manifest.StateAbsent || slices.Contains(e.Differs, manifest.AttrType) && !m.baseDirs[e.Path]
 }
 
 // recreated is the outcome of a directory below which the node's copy
@@ -370,7 +377,7 @@ func isUnder(dirs []string, p string) bool {
 // wrote) differs from the image's default, so that the merge sees it
 // modified, added or removed; baseDir says the base has a directory where
 // the entry is not one.
-func modified(e *Entry, baseDir bool) (Outcome, string) {
+func modified(e *Entry, baseDir, whole bool) (Outcome, string) {
 	why := "the image lacks it, so the node's copy (what the machine-config-daemon wrote) counts as added"
 	if e.Image.State == manifest.StateDiffers {
 		why = fmt.Sprintf("the image's default differs from what the machine-config-daemon writes (%s), so the node's copy counts as modified", joinAttrs(e.Image.Differs))
@@ -381,6 +388,8 @@ func modified(e *Entry, baseDir bool) (Outcome, string) {
 		return Kept, "the image has it and the machine-config-daemon removes it on the node: the merge keeps the removal"
 	case e.Type == manifest.Directory && e.Base == manifest.StateAbsent:
 		return Kept, why + "; the base lacks the directory, so the merge copies the node's whole"
+	case e.Type == manifest.Directory && whole:
+		return Kept, why + "; the base has something else than a directory there, so the merge replaces it with the node's directory, copied whole"
 	case e.Type == manifest.Directory && baseHasDir && e.Outcome != Kept:
 		return e.Outcome, why + ", but the merge keeps the base's directory: a directory's own mode and owners are not carried over (differs from the base: " + joinAttrs(e.Differs) + ")"
 	case e.Type != manifest.Directory && baseDir:

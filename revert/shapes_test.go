@@ -204,6 +204,14 @@ func TestPredictShapes(t *testing.T) {
 			node:    map[string]*shape{"d": {T: 'd', Mode: 0o755}},
 		},
 		{
+			name:    "directory the node changed, B has a file there",
+			derived: true,
+			l:       map[string]shape{"etc/d": sDir(0o700), "etc/d/f": sFile(0o644, "L\n")},
+			b:       map[string]shape{"etc/d": sFile(0o644, "B\n")},
+			owned:   []manifest.Entry{dirEntry("/etc/d", 0o755), fileEntry("/etc/d/f", "L\n", 0o644, 0, 0)},
+			node:    map[string]*shape{"d": {T: 'd', Mode: 0o755}},
+		},
+		{
 			name:    "directory the node added, B has it with another mode",
 			derived: true,
 			b:       map[string]shape{"etc/d": sDir(0o700)},
