@@ -121,6 +121,8 @@ func TestButaneLocalFiles(t *testing.T) {
 		"big.bu":      head + "storage:\n  files:\n    - path: /etc/small\n      contents: {local: small}\n    - path: /etc/big\n      contents: {local: big}\n",
 		"bigtree.bu":  head + "storage:\n  trees: [{local: bigtree, path: /etc/t}]\n",
 		"fifo.bu":     head + "systemd:\n  units: [{name: x.service, contents_local: fifo}]\n",
+		"alias.bu": head + "storage:\n  files:\n    - path: /etc/a\n      contents: &half {local: bigtree/b}\n    - path: /etc/b\n      contents: *half\n" +
+			"    - path: /etc/c\n      contents: {local: &name small}\n    - path: /etc/d\n      contents: {local: *name}\n",
 	})
 	for name, size := range map[string]int64{"big": MaxInput, "bigtree/a": MaxInput / 2, "bigtree/b": MaxInput/2 + 1} {
 		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
@@ -144,6 +146,8 @@ func TestButaneLocalFiles(t *testing.T) {
 		{"big.bu", "big.bu: 10-local: storage.files[1].contents.local: Butane: line 9, column 25: local file big (67108864 bytes) makes the local files more than 64 MiB together, as much as one input may hold"},
 		{"bigtree.bu", "bigtree.bu: 10-local: storage.trees[0].local: Butane: line 5, column 19: local file bigtree/b (33554433 bytes) makes the local files more than 64 MiB together, as much as one input may hold"},
 		{"fifo.bu", "fifo.bu: 10-local: systemd.units[0].contents_local: Butane: line 5, column 45: local file fifo is not a regular file (p---------)"},
+		// An alias is read once per use: twice half the limit is over.
+		{"alias.bu", "alias.bu: 10-local: storage.files[1].contents.local: Butane: line 7, column 31: local file bigtree/b (33554433 bytes) makes the local files more than 64 MiB together, as much as one input may hold"},
 	} {
 		if _, err := Load([]string{tt.file}, nil); err == nil || err.Error() != tt.want {
 			t.Errorf("Load(%s) = %v,\nwant %s", tt.file, err, tt.want)

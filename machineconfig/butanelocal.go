@@ -32,13 +32,28 @@ type localChecker struct {
 	file, name, dir string
 	total           int64
 	over            bool // the total went over: reported once
+	visits          int  // nodes walked, aliases expanded
 	errs            []error
 }
 
+// maxVisits bounds the walk of a config whose aliases expand to more
+// nodes than that (a YAML alias bomb): Butane's parser refuses such a
+// config itself (excessive aliasing) before it reads any file.
+const maxVisits = 1 << 20
+
 // walk visits n, at Butane field path p; tree says n is an entry of
-// storage.trees, whose local is a directory.
+// storage.trees, whose local is a directory. An alias is walked where it
+// is used, as Butane's parser expands it: a file it names is read once
+// per use.
 func (c *localChecker) walk(n *yaml.Node, p []string, tree bool) {
+	if c.visits++; c.visits > maxVisits {
+		return
+	}
 	switch n.Kind {
+	case yaml.AliasNode:
+		if n.Alias != nil {
+			c.walk(n.Alias, p, tree)
+		}
 	case yaml.SequenceNode:
 		inTrees := len(p) == 2 && p[0] == "storage" && p[1] == "trees"
 		for i, item := range n.Content {
@@ -47,6 +62,9 @@ func (c *localChecker) walk(n *yaml.Node, p []string, tree bool) {
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i].Value, n.Content[i+1]
+			if v.Kind == yaml.AliasNode && v.Alias != nil && v.Alias.Kind == yaml.ScalarNode {
+				v = v.Alias // local: *name
+			}
 			field := append(p[:len(p):len(p)], k)
 			switch {
 			case k == "local" && v.Kind == yaml.ScalarNode && tree:

@@ -505,6 +505,12 @@ func TestLoadErrors(t *testing.T) {
 		args: []string{"a.json"},
 		want: "a.json: 00-a: spec.config.storage.files[1].mode: json: cannot unmarshal string into Go struct field File.storage.files.FileEmbedded1.mode of type int",
 	}, {
+		name: "an object where a string belongs",
+		files: map[string]string{"a.json": mcJSON("00-a", ign("3.5.0",
+			`"storage":{"files":[{"path":"/etc/a","contents":{"source":{"x":"y"}}}]}`))},
+		args: []string{"a.json"},
+		want: "a.json: 00-a: spec.config.storage.files[0].contents.source: json: cannot unmarshal object into Go struct field Resource.storage.files.FileEmbedded1.contents.source of type string",
+	}, {
 		name:  "a value of the wrong type in a unit",
 		files: map[string]string{"a.yaml": "kind: MachineConfig\nmetadata: {name: 00-a}\nspec:\n  config:\n    ignition: {version: 3.4.0}\n    systemd:\n      units: [{name: u.service, dropins: [{name: d.conf, contents: 5}]}]\n"},
 		args:  []string{"a.yaml"},

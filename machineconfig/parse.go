@@ -279,6 +279,11 @@ func jsonPathAt(raw []byte, off int64) []interface{} {
 		if top != nil && top.array {
 			top.index++
 		}
+		// An object or array where a scalar belongs is reported just
+		// after its opening delimiter.
+		if dec.InputOffset() >= off {
+			return path()
+		}
 		switch tok {
 		case json.Delim('{'):
 			stack = append(stack, &frame{wantKey: true})
@@ -286,9 +291,6 @@ func jsonPathAt(raw []byte, off int64) []interface{} {
 		case json.Delim('['):
 			stack = append(stack, &frame{array: true, index: -1})
 			continue
-		}
-		if dec.InputOffset() >= off {
-			return path()
 		}
 		if top != nil && !top.array {
 			top.wantKey = true
