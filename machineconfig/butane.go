@@ -73,7 +73,7 @@ func fromButane(file string, data []byte) ([]byte, error) {
 	if file != "<stdin>" {
 		opts.FilesDir = filepath.Dir(file)
 	}
-	if errs := butaneLocals(file, data, opts.FilesDir); len(errs) > 0 {
+	if errs := butaneLocals(file, name, data, opts.FilesDir); len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	out, rpt, err := butane.TranslateBytes(data, opts)

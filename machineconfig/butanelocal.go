@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	butaneutil "github.com/coreos/butane/base/util"
 	"gopkg.in/yaml.v3"
 )
 
@@ -15,15 +16,16 @@ import (
 // tree, with no limit, so that a 1 GiB file next to a config, or a FIFO,
 // would cost its size in memory or never end. A file that is not regular,
 // and files that total more than MaxInput (what one input may hold), are
-// refused at the Butane field that names them, with its line. References
+// refused at the Butane field that names them, with its line (name is the
+// config's, as errors print it). References
 // Butane refuses itself (outside the files directory, none for stdin) are
 // left to it.
-func butaneLocals(file string, data []byte, filesDir string) []error {
+func butaneLocals(file, name string, data []byte, filesDir string) []error {
 	var doc yaml.Node
 	if filesDir == "" || yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 {
 		return nil
 	}
-	c := localChecker{file: file, name: butaneName(data), dir: filesDir}
+	c := localChecker{file: file, name: name, dir: filesDir}
 	c.walk(doc.Content[0], nil, false)
 	return c.errs
 }
@@ -85,12 +87,10 @@ func (c *localChecker) walk(n *yaml.Node, p []string, tree bool) {
 }
 
 // resolve is where Butane reads the local path v, "" when Butane refuses
-// it itself (it leaves the files directory).
+// it itself (it leaves the files directory, by Butane's own check).
 func (c *localChecker) resolve(v string) string {
 	p := filepath.Join(c.dir, filepath.FromSlash(v))
-	base, err1 := filepath.Abs(c.dir)
-	abs, err2 := filepath.Abs(p)
-	if err1 != nil || err2 != nil || (abs != base && !strings.HasPrefix(abs, base+string(filepath.Separator))) {
+	if butaneutil.EnsurePathWithinFilesDir(p, c.dir) != nil {
 		return ""
 	}
 	return p
@@ -155,11 +155,4 @@ func (c *localChecker) add(field []string, v *yaml.Node, name string, size int64
 func (c *localChecker) fail(field []string, v *yaml.Node, msg string) {
 	c.errs = append(c.errs, &FieldError{File: c.file, MachineConfig: c.name, Field: strings.ReplaceAll(strings.Join(field, "."), ".[", "["),
 		Reason: ReasonInvalid, Msg: fmt.Sprintf("Butane: line %d, column %d: %s", v.Line, v.Column, msg)})
-}
-
-// butaneName is the config's metadata.name as errors print it.
-func butaneName(data []byte) string {
-	var h butaneHead
-	_ = yaml.Unmarshal(data, &h)
-	return orUnnamed(h.Metadata.Name)
 }
