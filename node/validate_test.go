@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/render"
 )
 
@@ -115,6 +116,21 @@ func TestOnDisk(t *testing.T) {
 	}
 }
 
+// validated runs Validate on the root dir and lists its mismatches as
+// "PATH KIND,KIND".
+func validated(t *testing.T, dir string, mcs []*machineconfig.MachineConfig) []string {
+	t.Helper()
+	rep, err := Validate(openRoot(t, dir), mcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range rep.Mismatches {
+		got = append(got, m.Path+" "+strings.Join(m.Kinds, ","))
+	}
+	return got
+}
+
 // TestOnDiskCertificateFiles: the files the certificate writer rotates are
 // never compared, but the user CA bundle is: the MCD writes it from the
 // MachineConfig on every update and its checkV3Files validates it.
@@ -145,15 +161,7 @@ spec:
 			t.Fatal(err)
 		}
 	}
-	rep, err := Validate(openRoot(t, dir), mcs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, m := range rep.Mismatches {
-		got = append(got, m.Path+" "+strings.Join(m.Kinds, ","))
-	}
-	if want := []string{userCA + " content,mode"}; !cmp.Equal(want, got) {
+	if want, got := []string{userCA + " content,mode"}, validated(t, dir, mcs); !cmp.Equal(want, got) {
 		t.Errorf("Validate() mismatches = %q, want %q (the rotated kubelet CA is the certificate writer's)", got, want)
 	}
 }
@@ -205,14 +213,7 @@ spec:
 			if err := os.Chmod(filepath.Dir(full), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			rep, err := Validate(openRoot(t, dir), mcs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for _, m := range rep.Mismatches {
-				got = append(got, m.Path+" "+strings.Join(m.Kinds, ","))
-			}
+			got := validated(t, dir, mcs)
 			var want []string
 			if c.present {
 				want = []string{p + " present"}
