@@ -194,7 +194,7 @@ func (r *renderer) parents(e Entry, owned map[string]occupant, dirOK map[string]
 		return true
 	}
 	ok := true
-	err := resolveAncestors(r.root, e.Path, func(p, rp string) bool {
+	err := ResolveAncestors(r.root, e.Path, func(p, rp string) bool {
 		if ok = ensureAbove(rp) && ensure(p, rp); ok && p == rp {
 			seen[p] = true
 		}

@@ -184,12 +184,12 @@ func (w *walker) walk(c string) error {
 	return nil
 }
 
-// resolveAncestors calls fn with each directory above the absolute, clean
+// ResolveAncestors calls fn with each directory above the absolute, clean
 // path p, outermost first and without "/", and what Resolve returns for
-// it, until fn returns false. It walks p once, where resolving each
+// it (its parents resolved, itself as it is), until fn returns false. It walks p once, where resolving each
 // directory on its own would walk its every parent again: a deep path
 // costs its depth, not its depth squared.
-func resolveAncestors(root Root, p string, fn func(dir, resolved string) bool) error {
+func ResolveAncestors(root Root, p string, fn func(dir, resolved string) bool) error {
 	parts := splitPath(p)
 	w := walker{root: root, cur: "/"}
 	dir := ""

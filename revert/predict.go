@@ -185,7 +185,7 @@ type defaults struct {
 // rules that depend on what the node changed.
 func predict(m *manifest.Manifest, d *defaults, base render.Root) ([]Entry, error) {
 	out := make([]Entry, 0, len(m.Entries))
-	baseDirs := map[string]bool{}
+	baseDirs, baseLinks := map[string]bool{}, map[string]string{}
 	for _, me := range m.Entries {
 		e, err := classify(me, base)
 		if err == nil && d != nil {
@@ -196,6 +196,9 @@ func predict(m *manifest.Manifest, d *defaults, base render.Root) ([]Entry, erro
 			have, _, err = base.Lstat(e.Path)
 			baseDirs[e.Path] = have.Type == manifest.Directory
 		}
+		if err == nil && d != nil && me.Type == manifest.Directory {
+			err = linkAt(base, me.Path, baseLinks)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", me.Path, err)
 		}
@@ -205,7 +208,7 @@ func predict(m *manifest.Manifest, d *defaults, base render.Root) ([]Entry, erro
 	if err != nil && !errors.Is(err, render.ErrTooManyLinks) {
 		return nil, err
 	}
-	rules := merge{cc: cc, baseDirs: baseDirs}
+	rules := merge{cc: cc, baseDirs: baseDirs, baseLinks: baseLinks, base: base}
 	if d != nil {
 		rules.baseOnly = d.baseOnly
 	}
@@ -257,6 +260,23 @@ func locate(root render.Root, me manifest.Entry) (string, error) {
 	return rp, err
 }
 
+// linkAt records in links the requested path p when the base has a
+// symlink at p itself (its parents resolved), and where.
+func linkAt(base render.Root, p string, links map[string]string) error {
+	at, err := render.Resolve(base, p)
+	if errors.Is(err, render.ErrTooManyLinks) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	have, ok, err := base.Lstat(at)
+	if ok && have.Type == manifest.Symlink && ZoneOf(at) == ZoneEtc {
+		links[p] = at
+	}
+	return err
+}
+
 // imageState compares the image's default at the entry's path (resolved
 // through the image's own symlinks) with the entry.
 func imageState(me manifest.Entry, layered render.Root) (*manifest.BaseState, error) {
@@ -293,6 +313,13 @@ type merge struct {
 	// baseDirs says which paths the base has as a directory where the
 	// entry wants another type.
 	baseDirs map[string]bool
+	// baseLinks maps the requested path of a directory entry for which
+	// the base has a symlink at the path itself to that path (its
+	// parents resolved in the base): a merge that copies the node's
+	// directory there replaces the symlink.
+	baseLinks map[string]string
+	// base is the base's tree.
+	base render.Root
 }
 
 // changed reports whether ostree's merge sees the node's copy of the
@@ -303,6 +330,7 @@ func (m merge) changed(e *Entry) bool {
 }
 
 func (m merge) apply(entries []Entry) {
+	m.replaceLinks(entries)
 	changed := []string{m.cc}
 	var whole []string
 	for i := range entries {
@@ -328,12 +356,117 @@ func (m merge) apply(entries []Entry) {
 			e.Outcome, e.Reason = Kept, "the machine-config-daemon stores the new config here after staging the revert: the node's copy is modified, so the merge keeps it"
 		case e.Type == manifest.Directory && child != "":
 			e.Outcome, e.Reason = m.recreated(e, child == m.cc)
+		case m.changed(e) && e.Type != manifest.Absent && m.refused(e):
 		case m.changed(e):
 			e.Outcome, e.Reason = modified(e, m.baseDirs[e.Path], m.copiedWhole(e))
 		case isUnder(whole, e.Path):
 			e.Outcome, e.Reason = Kept, "inside a directory the node's copy changes and the base lacks: the merge copies that directory whole"
 		}
 	}
+}
+
+// replaceLinks moves to the node's path every directory the node's copy
+// changes where the base has a symlink, and the entries below it: ostree
+// unlinks the symlink and copies the node's directory whole in its place
+// (copy_modified_config_file), so they land where the node has them, not
+// where the base's symlink leads.
+func (m merge) replaceLinks(entries []Entry) {
+	moved := map[string]string{} // requested directory path: where it lands
+	for i := range entries {
+		e := &entries[i]
+		if at := m.baseLinks[e.Want.Path]; at != "" && m.changed(e) {
+			moved[e.Want.Path] = at
+			e.Path, e.Zone = at, ZoneEtc
+			e.Base, e.Differs = manifest.StateDiffers, []manifest.Attr{manifest.AttrType}
+		}
+	}
+	if len(moved) == 0 {
+		return
+	}
+	for i := range entries {
+		e := &entries[i]
+		for dir, at := range moved {
+			if rest, ok := strings.CutPrefix(e.Want.Path, dir+"/"); ok {
+				e.Path, e.Zone = path.Join(at, rest), ZoneEtc
+			}
+		}
+		if e.Path != e.Want.Path {
+			e.RequestedPath = e.Want.Path
+		} else {
+			e.RequestedPath = ""
+		}
+	}
+}
+
+// refused gives the outcome of an entry whose node copy the merge copies
+// into the base's /etc, when a directory above it makes ostree refuse the
+// deployment, and reports whether it did: the merge makes every directory
+// above the path, opening through its symlinks each one the base has
+// (ensure_directory_from_template), and fails where the base has a file,
+// a dangling symlink or a symlink to a file. On a node, finalization
+// fails and it boots the layered image again.
+func (m merge) refused(e *Entry) bool {
+	at := e.Want.Where()
+	if !under(at, "/etc") {
+		return false
+	}
+	var dir, what string
+	err := render.ResolveAncestors(m.base, at, func(d, rp string) bool {
+		if d == "/etc" {
+			return true
+		}
+		var more bool
+		var err error
+		if what, more, err = m.mkdirs(rp); err != nil || what != "" {
+			dir = d
+		}
+		return more && err == nil
+	})
+	switch {
+	case errors.Is(err, render.ErrTooManyLinks):
+		what = "a symlink loop"
+	case err != nil || what == "":
+		return false
+	}
+	if dir != "" {
+		what += " at " + dir
+	}
+	e.Outcome, e.Reason = Reverted, fmt.Sprintf("the node's copy counts as changed, and the base has %s above it: ostree refuses to finalize the deployment", what)
+	return true
+}
+
+// mkdirs is what the merge finds at p in the base when it makes the
+// directories above a path it copies: what makes it fail ("" for a
+// directory, or nothing), and whether it looks further down (it makes
+// every directory below one the base lacks).
+func (m merge) mkdirs(p string) (what string, more bool, err error) {
+	have, ok, err := m.base.Lstat(p)
+	if err != nil || !ok {
+		return "", false, err
+	}
+	if have.Type == manifest.Symlink {
+		inside, err := render.Resolve(m.base, path.Join(p, "x"))
+		if errors.Is(err, render.ErrTooManyLinks) {
+			return "a symlink loop", false, nil
+		}
+		if err != nil {
+			return "", false, err
+		}
+		to, ok, err := m.base.Lstat(path.Dir(inside))
+		switch {
+		case err != nil:
+			return "", false, err
+		case !ok:
+			return "a dangling symlink", false, nil
+		case to.Type != manifest.Directory:
+			return "a symlink to a " + string(to.Type), false, nil
+		}
+		return "", true, nil
+	}
+	if have.Type != manifest.Directory {
+		return "a " + string(have.Type), false, nil
+	}
+	return "", true, nil
 }
 
 // copiedWhole reports whether the merge copies the node's changed

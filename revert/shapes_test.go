@@ -109,16 +109,20 @@ type shapeCase struct {
 	owned   []manifest.Entry
 	node    map[string]*shape
 	derived bool
+	// refused is part of ostree's error when the case makes it refuse
+	// the deployment.
+	refused string
 }
 
 // TestPredictShapes checks the prediction against real ostree for the
 // less common shapes: a path whose type differs between the image and the
 // base, symlinked parents (into /etc, into /var, dangling), owner- and
 // mode-only differences, hard links, whiteouts, directories the node
-// changed. Each case predicts the revert from L to B, then reverts a node
-// with `ostree admin deploy` and checks, for every owned path, that it is
-// as the MachineConfig wants exactly when the prediction says it is not
-// clobbered.
+// changed, parents that make ostree refuse the deployment. Each case
+// predicts the revert from L to B, then reverts a node with `ostree admin
+// deploy` and checks, for every owned path, that it is as the
+// MachineConfig wants exactly when the prediction says it is not
+// clobbered; where ostree refuses, that the prediction says so.
 func TestPredictShapes(t *testing.T) {
 	if ok, why := ostreetest.Available(); !ok {
 		t.Skip(why)
@@ -212,6 +216,32 @@ func TestPredictShapes(t *testing.T) {
 			node:    map[string]*shape{"d": {T: 'd', Mode: 0o755}},
 		},
 		{
+			name:    "file the node changed, B's parent a dangling symlink",
+			derived: true,
+			l:       map[string]shape{"etc/d": sDir(0o755), "etc/d/f": sFile(0o644, "L\n")},
+			b:       map[string]shape{"etc/d": sLink("nowhere")},
+			owned:   []manifest.Entry{fileEntry("/etc/d/f", "M\n", 0o644, 0, 0)},
+			node:    map[string]*shape{"d/f": {T: 'f', Mode: 0o644, Data: "M\n"}},
+			refused: "No such file or directory",
+		},
+		{
+			name:    "file the node changed, B has a file at its parent",
+			derived: true,
+			l:       map[string]shape{"etc/d": sDir(0o755), "etc/d/f": sFile(0o644, "L\n")},
+			b:       map[string]shape{"etc/d": sFile(0o644, "B\n")},
+			owned:   []manifest.Entry{fileEntry("/etc/d/f", "M\n", 0o644, 0, 0)},
+			node:    map[string]*shape{"d/f": {T: 'f', Mode: 0o644, Data: "M\n"}},
+			refused: "Not a directory",
+		},
+		{
+			name:    "directory the node changed, B a symlink to a directory",
+			derived: true,
+			l:       map[string]shape{"etc/d": sDir(0o700), "etc/d/f": sFile(0o644, "L\n")},
+			b:       map[string]shape{"etc/d": sLink("real"), "etc/real": sDir(0o755), "etc/real/f": sFile(0o644, "B\n")},
+			owned:   []manifest.Entry{dirEntry("/etc/d", 0o755), fileEntry("/etc/d/f", "L\n", 0o644, 0, 0)},
+			node:    map[string]*shape{"d": {T: 'd', Mode: 0o755}},
+		},
+		{
 			name:    "directory the node added, B has it with another mode",
 			derived: true,
 			b:       map[string]shape{"etc/d": sDir(0o700)},
@@ -245,7 +275,7 @@ func (c shapeCase) check(t *testing.T) {
 	for _, e := range entries {
 		clobbered[e.Want.Path] = e.Clobbered
 	}
-	newRoot := ostreetest.Revert(t, lRoot, bRoot, func(etc string) error {
+	newRoot, err := ostreetest.TryRevert(t, lRoot, bRoot, func(etc string) error {
 		for p, s := range c.node {
 			if s == nil {
 				if err := os.RemoveAll(filepath.Join(etc, p)); err != nil {
@@ -257,6 +287,10 @@ func (c shapeCase) check(t *testing.T) {
 		}
 		return nil
 	})
+	if c.refused != "" || err != nil {
+		c.checkRefused(t, entries, err)
+		return
+	}
 	for _, me := range m.Entries {
 		if ok, got := asWantedOnNode(t, newRoot, me); ok == clobbered[me.Path] {
 			for _, e := range entries {
@@ -266,6 +300,25 @@ func (c shapeCase) check(t *testing.T) {
 			}
 		}
 	}
+}
+
+// checkRefused checks a case in which ostree refuses the deployment (on
+// a node, finalization fails and it boots L again): the prediction must
+// say so at a clobbered path.
+func (c shapeCase) checkRefused(t *testing.T, entries []revert.Entry, err error) {
+	t.Helper()
+	if err == nil || !strings.Contains(err.Error(), c.refused) {
+		t.Fatalf("ostree: %v, want a refusal with %q", err, c.refused)
+	}
+	for _, e := range entries {
+		if e.Clobbered && strings.Contains(e.Reason, "ostree refuses") {
+			return
+		}
+	}
+	for _, e := range entries {
+		t.Logf("%s: %s (%s)", e.Want.Path, e.Outcome, e.Reason)
+	}
+	t.Errorf("ostree refuses the deployment (%v), and no path is predicted to make it", err)
 }
 
 // asWantedOnNode reports whether the reverted node (the deployment, and

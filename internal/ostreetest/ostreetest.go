@@ -59,6 +59,17 @@ func Available() (bool, string) {
 // /var is VarDir(root), not root/var.
 func Revert(t testing.TB, lRoot, bRoot string, mcdWrite func(etcDir string) error) string {
 	t.Helper()
+	root, err := TryRevert(t, lRoot, bRoot, mcdWrite)
+	if err != nil {
+		t.Fatalf("ostreetest.Revert: %v", err)
+	}
+	return root
+}
+
+// TryRevert is Revert returning the error of a step that fails, such as
+// ostree refusing the deployment, instead of failing the test.
+func TryRevert(t testing.TB, lRoot, bRoot string, mcdWrite func(etcDir string) error) (string, error) {
+	t.Helper()
 	if ok, why := Available(); !ok {
 		t.Skip("ostreetest: " + why)
 	}
@@ -68,10 +79,7 @@ func Revert(t testing.TB, lRoot, bRoot string, mcdWrite func(etcDir string) erro
 	if out != "" {
 		t.Logf("ostree admin deploy (B): %s", strings.TrimSpace(out))
 	}
-	if err != nil {
-		t.Fatalf("ostreetest.Revert: %v", err)
-	}
-	return root
+	return root, err
 }
 
 // VarDir returns the /var a node booted into the deployment whose root is
