@@ -242,6 +242,14 @@ func TestPredictShapes(t *testing.T) {
 			node:    map[string]*shape{"d": {T: 'd', Mode: 0o755}},
 		},
 		{
+			name:    "directory the node changed, B a symlink into /var",
+			derived: true,
+			l:       map[string]shape{"etc/foo": sDir(0o700), "etc/foo/x.conf": sFile(0o644, "x\n")},
+			b:       map[string]shape{"etc/foo": sLink("../var/lib/foo"), "var/lib/foo": sDir(0o755)},
+			owned:   []manifest.Entry{dirEntry("/etc/foo", 0o755), fileEntry("/etc/foo/x.conf", "x\n", 0o644, 0, 0)},
+			node:    map[string]*shape{"foo": {T: 'd', Mode: 0o755}},
+		},
+		{
 			name:    "directory the node added, B has it with another mode",
 			derived: true,
 			b:       map[string]shape{"etc/d": sDir(0o700)},
