@@ -195,6 +195,12 @@ type BootCheck struct {
 	// Finalized is the report of the shutdown safety net before this
 	// boot, when it ran (what it found and repaired).
 	Finalized *FinalizedReport `json:"finalized,omitempty"`
+	// Awaiting is set, and Report nil, when the booted deployment is not
+	// the prepared one and the prepared one is still on disk, booted
+	// never: staged, or finalized for the next boot. Nothing was checked
+	// and the record is kept, for the safety net and the check of that
+	// boot.
+	Awaiting *Deployment `json:"awaiting,omitempty"`
 }
 
 // Check is the first-boot check of a prepared revert: when the node booted
@@ -202,7 +208,9 @@ type BootCheck struct {
 // stateroot's /var names it as staged), it validates the running system
 // against the stored MachineConfigs (Validate, on "/" of a booted node,
 // or on the deployment's directory otherwise), writes the report beside
-// the record and retires the record, so the check runs once. It only
+// the record and retires the record, so the check runs once. Before that
+// boot (the prepared deployment is still on disk and not booted) it
+// checks nothing and keeps the record: see BootCheck.Awaiting. It only
 // reads and reports: it writes nothing the MachineConfigs own. It returns
 // nil and no error when there is nothing to check.
 func Check(sysroot string, now func() time.Time) (*BootCheck, error) {
@@ -226,6 +234,11 @@ func Check(sysroot string, now func() time.Time) (*BootCheck, error) {
 	for _, r := range records {
 		if !r.DryRun && r.Staged.Checksum == booted.Checksum {
 			bc.Prepared = true
+		}
+	}
+	if !bc.Prepared {
+		if bc.Awaiting, err = awaiting(s, booted, records); err != nil || bc.Awaiting != nil {
+			return bc, err
 		}
 	}
 	mcs, err := machineconfig.Load([]string{filepath.Join(dir, MachineConfigsFile)}, nil)
@@ -254,6 +267,24 @@ func Check(sysroot string, now func() time.Time) (*BootCheck, error) {
 		return nil, err
 	}
 	return bc, retire(dir, bc, now)
+}
+
+// awaiting returns the deployment a record prepared when it is still on
+// disk and is not the booted one; nil when there is none.
+func awaiting(s *Sysroot, booted *Deployment, records []*Record) (*Deployment, error) {
+	ds, err := s.Deployments()
+	if err != nil {
+		return nil, err
+	}
+	for i := len(records) - 1; i >= 0; i-- {
+		r := records[i]
+		for _, d := range ds {
+			if !r.DryRun && d.Stateroot == r.Staged.Stateroot && d.Name() == r.Staged.Name() && d.Dir != booted.Dir {
+				return &d, nil
+			}
+		}
+	}
+	return nil, nil
 }
 
 // retire writes the first-boot report and moves the record aside.

@@ -209,8 +209,10 @@ func CheckCommand() *cobra.Command {
 		Long: `Check runs on the first boot after a revert prepared with prepare-revert
 (mcbake-revert-check.service): it validates the running system against the
 stored MachineConfigs as ondisk does, writes the report next to the record
-under /var/lib/mcbake/revert and retires the record, so it runs once. It only
-reads and reports. Exit 1 when paths are wrong.`,
+under /var/lib/mcbake/revert and retires the record, so it runs once. Run
+before that boot (the prepared deployment still staged, or waiting for the
+next boot), it checks nothing and keeps the record for the safety net. It
+only reads and reports. Exit 1 when paths are wrong.`,
 		Example: `  mcbake-node check
   mcbake-node check --format json`,
 		Args: cobra.NoArgs,
@@ -228,6 +230,9 @@ reads and reports. Exit 1 when paths are wrong.`,
 			}
 			if format == "json" {
 				err = writeJSON(w, bc)
+			} else if bc.Awaiting != nil {
+				fmt.Fprintf(w, "the revert prepared for %s is not booted yet: nothing checked, the record is kept\n", bc.Awaiting.Name())
+				return nil
 			} else {
 				if !bc.Prepared {
 					fmt.Fprintf(w, "note: the booted deployment %s is not the one the revert was prepared for\n", bc.Booted.Name())
@@ -247,7 +252,7 @@ reads and reports. Exit 1 when paths are wrong.`,
 				}
 				err = bc.Report.WriteText(w)
 			}
-			if err == nil && len(bc.Report.Mismatches) > 0 {
+			if err == nil && bc.Report != nil && len(bc.Report.Mismatches) > 0 {
 				return Findings()
 			}
 			return err

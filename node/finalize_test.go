@@ -1,0 +1,84 @@
+package node_test
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcbake/mcbake/node"
+)
+
+// TestCheckBeforeBoot: a first-boot check run before the prepared
+// deployment boots (staged, the node still on L) checks nothing and keeps
+// the record, which the shutdown safety net and the real first-boot check
+// need; once the prepared deployment is the one that boots, it checks and
+// retires the record.
+func TestCheckBeforeBoot(t *testing.T) {
+	st, mcs, _ := setup(t)
+	s, booted, staged := deployments(t, st)
+	if _, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs}); err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	record := filepath.Join(booted.Var(), node.VarRecordDir, node.RecordFile)
+	// Staged and not finalized: B has no bootloader entry yet, L's is the
+	// default.
+	entry, saved := newestEntry(t, s.Boot)
+	if err := os.Remove(entry); err != nil {
+		t.Fatal(err)
+	}
+	now := func() time.Time { return time.Unix(1e9, 0) }
+	bc, err := node.Check(st.Sysroot, now)
+	if err != nil {
+		t.Fatalf("Check before the reboot: %v", err)
+	}
+	if bc == nil || bc.Awaiting == nil || bc.Awaiting.Dir != staged.Dir || bc.Report != nil || bc.Prepared {
+		t.Fatalf("Check before the reboot = %+v, want the staged deployment awaited and nothing checked", bc)
+	}
+	if _, err := os.Stat(record); err != nil {
+		t.Fatalf("Check before the reboot retired the record: %v", err)
+	}
+	// Finalized: B's entry is the default, as on its first boot.
+	if err := os.WriteFile(entry, saved, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bc, err = node.Check(st.Sysroot, now)
+	if err != nil {
+		t.Fatalf("Check on B: %v", err)
+	}
+	if bc == nil || !bc.Prepared || bc.Awaiting != nil || bc.Report == nil {
+		t.Fatalf("Check on B = %+v, want the prepared deployment checked", bc)
+	}
+	if _, err := os.Stat(record); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Check on B kept the record (%v), want it retired", err)
+	}
+}
+
+// newestEntry is the path and content of the default bootloader entry of
+// a sysroot's boot directory: the highest version.
+func newestEntry(t *testing.T, boot string) (string, []byte) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(boot, "loader", "entries", "*.conf"))
+	if err != nil || len(files) < 2 {
+		t.Fatalf("bootloader entries: %v (%v), want two", files, err)
+	}
+	best, bestV, content := "", -1, []byte(nil)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "version "); ok {
+				if n, _ := strconv.Atoi(strings.TrimSpace(v)); n > bestV {
+					best, bestV, content = f, n, b
+				}
+			}
+		}
+	}
+	return best, content
+}
