@@ -1,6 +1,6 @@
 module github.com/mcbake/mcbake/examples/tekton
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/tektoncd/pipeline v1.6.0
