@@ -20,12 +20,18 @@ type DiffOptions struct {
 	// Exactly one of Image (a layered image reference) and ManifestFile.
 	Image, ManifestFile string
 	// MachineConfigs (files, directories or "-" for Stdin, as for
-	// machineconfig.Load) are what the node runs. They are read only
-	// when Image has no ownership manifest (an image built by others):
-	// the owned paths are then derived from them (revert.DiffDerived).
+	// machineconfig.Load) are what the node runs. When Image has no
+	// ownership manifest (an image built by others), the owned paths are
+	// derived from them (revert.DiffDerived); when the image or the file
+	// has one, they must be the MachineConfigs it records (the
+	// prediction follows the manifest), or Diff fails with
+	// ErrOtherMachineConfigs.
 	MachineConfigs []string
 	Stdin          io.Reader
-	Images         image.Options
+	// Pool is the MachineConfigPool they are merged for ("" = inferred
+	// from their role labels, see machineconfig.ForPool).
+	Pool   string
+	Images image.Options
 	// CacheDir holds the index cache and the cache of layered images'
 	// manifests ("" = none).
 	CacheDir string
@@ -36,6 +42,10 @@ type DiffOptions struct {
 // ErrImageOrManifest is returned by Diff unless exactly one of the
 // layered image and its manifest file is given.
 var ErrImageOrManifest = errors.New("give exactly one of the layered image and its manifest file")
+
+// ErrOtherMachineConfigs is wrapped by Diff's error when MachineConfigs
+// are given for an image whose manifest records others.
+var ErrOtherMachineConfigs = errors.New("the MachineConfigs given are not those the manifest records")
 
 // Diff reads the layered image's ownership manifest (from the image or
 // the file), opens and indexes the base, and predicts the revert with
@@ -50,6 +60,11 @@ func Diff(ctx context.Context, o DiffOptions) (_ *revert.Report, err error) {
 	if err != nil && !derived {
 		return nil, err
 	}
+	if !derived && len(o.MachineConfigs) > 0 {
+		if err := sameMachineConfigs(m, o); err != nil {
+			return nil, err
+		}
+	}
 	b, err := image.OpenBase(ctx, o.Base, o.baseOptions())
 	if err != nil {
 		return nil, err
@@ -61,6 +76,33 @@ func Diff(ctx context.Context, o DiffOptions) (_ *revert.Report, err error) {
 	return revert.Diff(m, ref, imageRef(o.Base, b.ID()), b.Tree())
 }
 
+// sameMachineConfigs reads the MachineConfigs given for an image with a
+// manifest and fails, naming the first difference, unless they are those
+// the manifest records.
+func sameMachineConfigs(m *manifest.Manifest, o DiffOptions) error {
+	mcs, err := o.load()
+	if err != nil {
+		return err
+	}
+	of := o.Image
+	if of == "" {
+		of = o.ManifestFile
+	}
+	for _, d := range staleness(m, mcs) {
+		if d.src.File != "" {
+			return fmt.Errorf("%s: %w: %s (%s records its own; without -f the prediction uses them)", d.src.File, ErrOtherMachineConfigs, d.msg, of)
+		}
+		return fmt.Errorf("%w: %s (%s records its own; without -f the prediction uses them)", ErrOtherMachineConfigs, d.msg, of)
+	}
+	return nil
+}
+
+// load reads the MachineConfigs given, for the pool, remembering the
+// Ignition configs that parse cleanly in the cache directory.
+func (o DiffOptions) load() ([]*machineconfig.MachineConfig, error) {
+	return machineconfig.LoadWith(o.MachineConfigs, o.Stdin, machineconfig.LoadOptions{Pool: o.Pool, CacheDir: o.CacheDir})
+}
+
 func (o DiffOptions) baseOptions() image.BaseOptions {
 	return image.BaseOptions{Images: o.Images, CacheDir: o.CacheDir, Progress: o.Progress}
 }
@@ -69,7 +111,7 @@ func (o DiffOptions) baseOptions() image.BaseOptions {
 // manifest: the MachineConfigs rendered against the image's own tree
 // (indexed from its layers) are what the node owns (see derive).
 func diffDerived(ctx context.Context, o DiffOptions, base revert.ImageRef, tree render.Root) (_ *revert.Report, err error) {
-	mcs, err := machineconfig.Load(o.MachineConfigs, o.Stdin)
+	mcs, err := o.load()
 	if err != nil {
 		return nil, err
 	}

@@ -143,31 +143,44 @@ func entryDiffers(e, le manifest.Entry) []string {
 
 // staleImage compares the MachineConfigs given with those baked (MCB009).
 func (c *checker) staleImage() {
+	for _, d := range staleness(c.image.manifest, c.in.mcs) {
+		c.stale = true
+		c.add(RuleStaleImage, d.src, "", "%s", d.msg)
+	}
+}
+
+// stale is one difference between the MachineConfigs given and those a
+// manifest records.
+type stale struct {
+	src machineconfig.Source
+	msg string
+}
+
+// staleness lists the MachineConfigs given that the manifest m does not
+// record as they are, then those it records that were not given.
+func staleness(m *manifest.Manifest, mcs []*machineconfig.MachineConfig) []stale {
+	var out []stale
 	baked := map[string]digest.Digest{}
-	for _, mc := range c.image.manifest.MachineConfigs {
+	for _, mc := range m.MachineConfigs {
 		baked[mc.Name] = mc.Digest
 	}
-	for _, mc := range c.in.mcs {
+	for _, mc := range mcs {
 		src := machineconfig.Source{File: mc.File, MachineConfig: mc.Name, Field: "metadata.name"}
 		d, ok := baked[mc.Name]
 		switch {
 		case !ok:
-			c.add(RuleStaleImage, src, "", "MachineConfig %s is not baked into the image", mc.Name)
+			out = append(out, stale{src, fmt.Sprintf("MachineConfig %s is not baked into the image", mc.Name)})
 		case d != mc.Digest:
-			c.add(RuleStaleImage, src, "", "MachineConfig %s differs from the one baked into the image (given %s, baked %s)", mc.Name, mc.Digest, d)
-		default:
-			delete(baked, mc.Name)
-			continue
+			out = append(out, stale{src, fmt.Sprintf("MachineConfig %s differs from the one baked into the image (given %s, baked %s)", mc.Name, mc.Digest, d)})
 		}
-		c.stale = true
 		delete(baked, mc.Name)
 	}
-	for _, mc := range c.image.manifest.MachineConfigs {
+	for _, mc := range m.MachineConfigs {
 		if _, ok := baked[mc.Name]; ok {
-			c.stale = true
-			c.add(RuleStaleImage, machineconfig.Source{}, "", "the image bakes MachineConfig %s (%s), which was not given", mc.Name, mc.Digest)
+			out = append(out, stale{machineconfig.Source{}, fmt.Sprintf("the image bakes MachineConfig %s (%s), which was not given", mc.Name, mc.Digest)})
 		}
 	}
+	return out
 }
 
 // baseMismatch notes a --base that is not the image's own (MCB015).

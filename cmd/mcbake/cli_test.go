@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -373,6 +375,26 @@ func TestDiffPlanRewriteOnDisk(t *testing.T) {
 			t.Errorf("diff outcome of %s = %q, want %q", path, outcomes[path], want)
 		}
 	}
+	// -f for an image with a manifest: the MachineConfigs it was built
+	// from pass, others are an input error that names the file and the
+	// MachineConfig, and no plan is written.
+	withMCs := append([]string{"diff", "--quiet", "--base", e.base, "--image", img, "-f", workerMC, "-f", "testdata/owners-and-links.yaml"}, e.imageArgs()...)
+	if code, _, stderr := e.run(withMCs...); code != 0 {
+		t.Errorf("diff -f with the MachineConfigs baked: exit %d: %s", code, stderr)
+	}
+	other := filepath.Join(e.dir, "other-plan.json")
+	for _, args := range [][]string{
+		{"diff", "--quiet", "--base", e.base, "--image", img, "-f", workerMC},
+		{"plan", "--quiet", "--base", e.base, "--image", img, "-f", "testdata/owners-and-links.yaml", "-f", "../../testdata/machineconfigs/rendered-master-aws.json", "-o", other},
+	} {
+		code, _, stderr := e.run(append(args, e.imageArgs()...)...)
+		if code != 2 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "not those the manifest records") || !strings.Contains(stderr, "MachineConfig ") {
+			t.Errorf("%s -f with other MachineConfigs: exit %d, stderr %q; want 2 and one line naming the MachineConfig", args[0], code, stderr)
+		}
+	}
+	if _, err := os.Stat(other); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("plan -f with other MachineConfigs wrote %s (%v)", other, err)
+	}
 	plan := filepath.Join(e.dir, "plan.json")
 	if code, _, stderr := e.run(append([]string{"plan", "--quiet", "--base", e.base, "--image", img, "-o", plan}, e.imageArgs()...)...); code != 0 {
 		t.Fatalf("plan: exit %d: %s", code, stderr)
@@ -548,6 +570,28 @@ spec:
 	}
 	if rep.Owned != "derived" {
 		t.Errorf("diff: owned = %q, want derived", rep.Owned)
+	}
+	// --pool merges them for that pool, which must merge their roles.
+	if code, _, stderr := e.run(append(args, "-f", mc, "--pool", "infra")...); code != 0 {
+		t.Errorf("diff -f --pool infra: exit %d: %s", code, stderr)
+	}
+	labelled := filepath.Join(e.dir, "labelled.yaml")
+	if err := os.WriteFile(labelled, []byte(`apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfig
+metadata:
+  name: 99-worker-others
+  labels:
+    machineconfiguration.openshift.io/role: worker
+spec:
+  config:
+    ignition:
+      version: 3.4.0
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = e.run(append(args, "-f", labelled, "--pool", "master")...)
+	if code != 2 || !strings.Contains(stderr, `is not merged by pool "master"`) {
+		t.Errorf("diff -f (a worker MachineConfig) --pool master: exit %d, stderr %q; want 2 and the pool refusal", code, stderr)
 	}
 }
 

@@ -32,7 +32,8 @@ func (f *diffFlags) register(cmd *cobra.Command, allowManifest bool) {
 	if allowManifest {
 		fl.StringVar(&f.manifestFile, "manifest", "", "the layered image's ownership manifest file (instead of --image)")
 	}
-	fl.StringArrayVarP(&f.mcs, "machineconfig", "f", nil, "for an --image without an mcbake manifest (built by others): the MachineConfig files or directories it was built from (- for stdin); repeatable")
+	fl.StringArrayVarP(&f.mcs, "machineconfig", "f", nil, "the MachineConfig files or directories the image was built from (- for stdin), for an --image without an mcbake manifest (built by others); with a manifest, they must be the ones it records; repeatable")
+	cli.AddPoolFlag(cmd)
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress output")
 	_ = cmd.MarkFlagRequired("base")
 }
@@ -46,7 +47,7 @@ func (f *diffFlags) report(cmd *cobra.Command) (*revert.Report, error) {
 	rep := progress.New(cmd.ErrOrStderr(), f.quiet)
 	defer rep.Wait()
 	r, err := verify.Diff(cmd.Context(), verify.DiffOptions{Base: f.baseRef, Image: f.imageRef, ManifestFile: f.manifestFile,
-		MachineConfigs: f.mcs, Stdin: cmd.InOrStdin(),
+		MachineConfigs: f.mcs, Stdin: cmd.InOrStdin(), Pool: cli.Pool(cmd),
 		Images: opts, CacheDir: cacheDir, Progress: func(layer string, total, n int64) { rep.Update(short(layer), total, n) }})
 	switch {
 	case errors.Is(err, verify.ErrImageOrManifest):
@@ -76,7 +77,9 @@ An image without an mcbake manifest (built by the MCO's on-cluster build or a
 Containerfile running ignition-apply) needs -f with the MachineConfigs it was
 built from: the owned paths are what the machine-config-daemon writes for them
 on a node that runs the image, and a path counts as unmodified on the node only
-where the image's own default is exactly that.
+where the image's own default is exactly that. For an image with a manifest
+(or --manifest), -f is a check: the MachineConfigs must be those it records,
+or diff and plan stop with exit 2.
 
 With --exit-code the exit status says whether there is a difference, as
 diffoci's does: 0 when a revert clobbers nothing, 1 when it clobbers at
