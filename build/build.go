@@ -122,6 +122,9 @@ func RenderOnly(ctx context.Context, opts Options) (*Prepared, error) {
 	if len(opts.Platforms) > 0 {
 		return nil, ErrIndexNeedsAppend
 	}
+	if _, err := image.ParseReference(opts.Output); err == nil {
+		return nil, fmt.Errorf("output %q is an image reference: a render-only build writes its Containerfile and context to a directory", opts.Output)
+	}
 	p, err := prepareClosed(ctx, &opts)
 	if err != nil {
 		return nil, err

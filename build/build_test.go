@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path"
@@ -649,6 +650,16 @@ func TestWriteContext(t *testing.T) {
 	}
 	opts := e.options(baseRef, dir, parityMC(t, disableOpenvswitch))
 	opts.ContainerfileAppend = appendFile
+	// An image reference is not a directory to write the context to.
+	ref := opts
+	ref.Output = "oci:" + filepath.Join(e.dir, "ctx-ref") + ":latest"
+	if _, err := build.RenderOnly(context.Background(), ref); err == nil || !strings.Contains(err.Error(), "is an image reference") {
+		t.Errorf("RenderOnly(-o %s) = %v, want an image reference refused", ref.Output, err)
+	}
+	if _, err := os.Lstat(ref.Output); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("RenderOnly(-o %s) wrote a directory by that name (%v)", ref.Output, err)
+		_ = os.RemoveAll(strings.Split(ref.Output, "/")[0])
+	}
 	p, err := build.RenderOnly(context.Background(), opts)
 	if err != nil {
 		t.Fatalf("RenderOnly: %v", err)
