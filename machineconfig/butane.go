@@ -56,7 +56,7 @@ func isButaneFile(file string) bool { return strings.EqualFold(filepath.Ext(file
 // for stdin), to the MachineConfig YAML it makes. Butane's errors name the
 // file, the config's metadata.name, the Butane field and its line and
 // column.
-func fromButane(file string, data []byte) ([]byte, error) {
+func fromButane(file string, data []byte) ([]byte, []*FieldError, error) {
 	var h butaneHead
 	_ = yaml.Unmarshal(data, &h)
 	name := orUnnamed(h.Metadata.Name)
@@ -64,44 +64,62 @@ func fromButane(file string, data []byte) ([]byte, error) {
 		return &FieldError{File: file, MachineConfig: name, Field: field, Reason: ReasonInvalid, Msg: msg}
 	}
 	if h.Variant == "" {
-		return nil, ferr("variant", fmt.Sprintf("a Butane config (%s) names its variant: variant: %s", ButaneExt, ButaneVariant))
+		return nil, nil, ferr("variant", fmt.Sprintf("a Butane config (%s) names its variant: variant: %s", ButaneExt, ButaneVariant))
 	}
 	if h.Variant != ButaneVariant {
-		return nil, ferr("variant", fmt.Sprintf("Butane variant %q makes an Ignition config, not a MachineConfig: use variant: %s", h.Variant, ButaneVariant))
+		return nil, nil, ferr("variant", fmt.Sprintf("Butane variant %q makes an Ignition config, not a MachineConfig: use variant: %s", h.Variant, ButaneVariant))
 	}
 	opts := butanecommon.TranslateBytesOptions{}
 	if file != "<stdin>" {
 		opts.FilesDir = filepath.Dir(file)
 	}
 	if errs := butaneLocals(file, name, data, opts.FilesDir); len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return nil, nil, errors.Join(errs...)
 	}
 	out, rpt, err := butane.TranslateBytes(data, opts)
 	if err == nil {
-		return out, nil
+		return out, butaneWarnings(rpt, file, name), nil
 	}
 	errs := butaneErrors(rpt, file, name)
 	if len(errs) == 0 {
-		errs = append(errs, ferr("", "Butane: "+err.Error()))
+		field := ""
+		if errors.As(err, new(butanecommon.ErrUnknownVersion)) {
+			field = "version"
+		}
+		errs = append(errs, ferr(field, "Butane: "+err.Error()))
 	}
-	return nil, errors.Join(errs...)
+	return nil, nil, errors.Join(errs...)
 }
 
 // butaneErrors turns the fatal entries of a Butane report into field
 // errors at the Butane field, with the line and column in the message.
 func butaneErrors(rpt report.Report, file, name string) []error {
 	var errs []error
+	for _, e := range butaneEntries(rpt, file, name, true, ReasonInvalid) {
+		errs = append(errs, e)
+	}
+	return errs
+}
+
+// butaneWarnings are the other entries of a Butane report (unused keys,
+// which `butane` prints and `butane --strict` refuses), of ReasonUnused.
+func butaneWarnings(rpt report.Report, file, name string) []*FieldError {
+	return butaneEntries(rpt, file, name, false, ReasonUnused)
+}
+
+func butaneEntries(rpt report.Report, file, name string, fatal bool, reason Reason) []*FieldError {
+	var out []*FieldError
 	for _, e := range rpt.Entries {
-		if !e.Kind.IsFatal() {
+		if e.Kind.IsFatal() != fatal {
 			continue
 		}
 		msg := e.Message
 		if line, col := e.Marker.Start(); line > 0 {
 			msg = fmt.Sprintf("line %d, column %d: %s", line, col, msg)
 		}
-		errs = append(errs, &FieldError{File: file, MachineConfig: name, Field: butaneField(e.Context.Path), Reason: ReasonInvalid, Msg: "Butane: " + msg})
+		out = append(out, &FieldError{File: file, MachineConfig: name, Field: butaneField(e.Context.Path), Reason: reason, Msg: "Butane: " + msg})
 	}
-	return errs
+	return out
 }
 
 // butaneField renders a Butane context path ([storage files 0 mode]) as

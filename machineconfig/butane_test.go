@@ -83,7 +83,7 @@ storage:
 		{"bad.bu", "bad.bu: 99-bad: storage.files[1].path: Butane: line 9, column 13: path not absolute"},
 		{"fcos.bu", `fcos.bu: <unnamed>: variant: Butane variant "fcos" makes an Ignition config, not a MachineConfig: use variant: openshift`},
 		{"mc.bu", "mc.bu: 00-mc: variant: a Butane config (.bu) names its variant: variant: openshift"},
-		{"unknown.bu", "unknown.bu: 99-unknown: : Butane: No translator exists for variant openshift with version 9.9.0"},
+		{"unknown.bu", "unknown.bu: 99-unknown: version: Butane: No translator exists for variant openshift with version 9.9.0"},
 	} {
 		_, err := Load([]string{tt.file}, nil)
 		if err == nil || err.Error() != tt.want {

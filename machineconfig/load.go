@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -245,9 +246,10 @@ func parseStream(file string, data []byte, cache validCache) ([]*MachineConfig, 
 	// IsButane and Documents, with the JSON reading done once.
 	docs, variant, ok := jsonDocuments(data)
 	var err error
+	var warnings []*FieldError // Butane's
 	switch {
 	case isButaneFile(file) || (!ok || variant) && hasVariant(data):
-		if data, err = fromButane(file, data); err != nil {
+		if data, warnings, err = fromButane(file, data); err != nil {
 			return nil, err
 		}
 		docs, err = Documents(data)
@@ -265,6 +267,7 @@ func parseStream(file string, data []byte, cache validCache) ([]*MachineConfig, 
 		for _, obj := range objs {
 			mc, err := parseObject(file, obj, cache)
 			if mc != nil {
+				mc.Warnings = slices.Concat(warnings, mc.Warnings)
 				mcs = append(mcs, mc)
 			}
 			if err != nil {

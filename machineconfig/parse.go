@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -37,6 +39,13 @@ type MachineConfig struct {
 	// Ignition is the parsed spec.config, translated to spec 3.5 (from
 	// spec 2 as the MCO converts it).
 	Ignition types.Config
+	// Warnings are the fields it sets that nothing reads, each at its
+	// field (Reason ReasonUnused): keys Ignition reports as unused (it
+	// ignores them, as the machine-config-daemon does: a misspelt mode
+	// leaves the default), fields a MachineConfig does not have (the API
+	// server prunes them) and Butane's warnings. They do not stop a
+	// build; verify reports them (MCB023).
+	Warnings []*FieldError
 	// fields maps JSON paths of Ignition to those of the config as
 	// written, where they differ (a converted spec 2 config); see Field.
 	fields map[string]string
@@ -100,6 +109,8 @@ const (
 	// written against the root (clashes, links, enablement, parsing a
 	// unit file).
 	ReasonRender Reason = "render"
+	// ReasonUnused: a field nothing reads (MachineConfig.Warnings).
+	ReasonUnused Reason = "unused"
 )
 
 func (e *FieldError) Error() string {
@@ -121,6 +132,9 @@ func parseObject(file string, raw json.RawMessage, cache validCache) (*MachineCo
 	if obj.Kind != Kind {
 		return nil, ferr("kind", fmt.Sprintf("kind %q is not %s (or a List of them)", obj.Kind, Kind))
 	}
+	if obj.APIVersion != "" && obj.APIVersion != APIVersion {
+		return nil, ferr("apiVersion", fmt.Sprintf("apiVersion %q is not %s, the only one the API server serves for %s", obj.APIVersion, APIVersion, Kind))
+	}
 	if name == "" {
 		return nil, ferr("metadata.name", "MachineConfig has no name")
 	}
@@ -129,12 +143,75 @@ func parseObject(file string, raw json.RawMessage, cache validCache) (*MachineCo
 	}
 	mc := &MachineConfig{File: file, Name: name, Labels: obj.Metadata.Labels, Annotations: obj.Metadata.Annotations,
 		Digest: digest.FromBytes(raw), Spec: obj.Spec}
-	cfg, fields, err := parseIgnition(obj.Spec.Config, cache)
+	cfg, fields, warnings, err := parseIgnition(obj.Spec.Config, cache)
 	if err != nil {
-		return nil, withContext(err, file, name, nil)
+		return nil, withContext(errors.Join(err, refusalsUnvalidated(obj.Spec.Config, err)), file, name, nil)
 	}
 	mc.Ignition, mc.fields = cfg, fields
+	for _, w := range append(unknownFields(raw), warnings...) {
+		w.File, w.MachineConfig = file, name
+		mc.Warnings = append(mc.Warnings, w)
+	}
 	return mc, withContext(errors.Join(specErrors(obj.Spec), Refusals(cfg)), file, name, fields)
+}
+
+// refusalsUnvalidated returns the refusals of a spec 3 config that
+// Ignition did not validate (err), at the fields err does not already
+// name: every problem is reported at once, not Ignition's first and then
+// mcbake's. A config that does not even decode has none.
+func refusalsUnvalidated(raw json.RawMessage, err error) error {
+	var cfg types.Config
+	if json.Unmarshal(raw, &cfg) != nil || !strings.HasPrefix(cfg.Ignition.Version, "3.") {
+		return nil
+	}
+	named := map[string]bool{}
+	for _, e := range flatten(err) {
+		if fe := (*FieldError)(nil); errors.As(e, &fe) {
+			named[fe.Field] = true
+		}
+	}
+	var out []error
+	for _, e := range flatten(Refusals(cfg)) {
+		if fe := (*FieldError)(nil); !errors.As(e, &fe) || !named[fe.Field] {
+			out = append(out, e)
+		}
+	}
+	return errors.Join(out...)
+}
+
+// Fields a MachineConfig object has; the API server prunes any other
+// (spec.config is Ignition's, checked by Ignition).
+var (
+	objectFields = []string{"apiVersion", "kind", "metadata", "spec", "status"}
+	specFields   = []string{"osImageURL", "baseOSExtensionsContainerImage", "config", "kernelArguments", "extensions", "fips", "kernelType"}
+)
+
+// unknownFields warns of the fields of the object raw, and of its spec,
+// that a MachineConfig does not have.
+func unknownFields(raw json.RawMessage) []*FieldError {
+	var out []*FieldError
+	unknown := func(prefix string, b []byte, known []string) map[string]json.RawMessage {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(b, &m) != nil {
+			return nil
+		}
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if !slices.Contains(known, k) {
+				out = append(out, &FieldError{Field: prefix + k, Reason: ReasonUnused,
+					Msg: fmt.Sprintf("unknown field %s: a MachineConfig has no such field, and the API server drops it", strconv.Quote(k))})
+			}
+		}
+		return m
+	}
+	if m := unknown("", raw, objectFields); m["spec"] != nil {
+		unknown("spec.", m["spec"], specFields)
+	}
+	return out
 }
 
 // specErrors refuses what the MCO's ValidateMachineConfig refuses beside
@@ -182,12 +259,12 @@ func badName(name string) string {
 // to 3.5, and converts a spec 2 config as the MCO does (parseIgnition2).
 // An absent config is an empty 3.5 config. fields maps JSON paths of the
 // result to those of the config as written, when they differ.
-func parseIgnition(raw json.RawMessage, cache validCache) (types.Config, map[string]string, error) {
+func parseIgnition(raw json.RawMessage, cache validCache) (types.Config, map[string]string, []*FieldError, error) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return types.Config{Ignition: types.Ignition{Version: types.MaxVersion.String()}}, nil, nil
+		return types.Config{Ignition: types.Ignition{Version: types.MaxVersion.String()}}, nil, nil, nil
 	}
 	if cfg, ok := cache.lookup(raw); ok {
-		return cfg, nil, nil
+		return cfg, nil, nil, nil
 	}
 	cfg, rpt, err := v35.ParseCompatibleVersion(raw)
 	if err == nil && len(rpt.Entries) == 0 {
@@ -195,13 +272,33 @@ func parseIgnition(raw json.RawMessage, cache validCache) (types.Config, map[str
 	}
 	if errors.Is(err, igerrors.ErrUnknownVersion) {
 		if cfg, fields, ok, err2 := parseIgnition2(raw); ok {
-			return cfg, fields, err2
+			return cfg, fields, nil, err2
 		}
 	}
 	if err != nil {
-		return types.Config{}, nil, reportErrors(err, rpt, raw)
+		return types.Config{}, nil, nil, reportErrors(err, rpt, raw)
 	}
-	return cfg, nil, nil
+	return cfg, nil, reportWarnings(rpt, raw), nil
+}
+
+// reportWarnings turns the unused keys of ignition's report on raw into
+// field errors of ReasonUnused. Its other warnings (an enabled unit
+// without an [Install] section, special mode bits, …) are verify's own
+// rules.
+func reportWarnings(rpt report.Report, raw []byte) []*FieldError {
+	var out []*FieldError
+	var units unitNameIndex
+	for _, e := range rpt.Entries {
+		if e.Kind.IsFatal() || !strings.HasPrefix(e.Message, "unused key") {
+			continue
+		}
+		if units == nil {
+			units = unitNames(raw)
+		}
+		out = append(out, &FieldError{Field: ignitionField(e.Context.Path, units), Reason: ReasonUnused,
+			Msg: e.Message + ": Ignition ignores it, as the machine-config-daemon does"})
+	}
+	return out
 }
 
 // reportErrors turns ignition's validation report on raw into field

@@ -60,6 +60,7 @@ func (c *checker) run() {
 	c.refusals()
 	c.specFields()
 	c.kubeconfigMode()
+	c.unusedFields()
 	c.conflicts()
 	c.zones()
 	c.units()

@@ -82,6 +82,7 @@ const (
 	RuleOSImageURL          = "MCB020"
 	RuleStorageLayout       = "MCB021"
 	RuleKubeconfigMode      = "MCB022"
+	RuleUnusedField         = "MCB023"
 )
 
 var rules = []Rule{
@@ -221,6 +222,12 @@ var rules = []Rule{
 			"changes that file's mode to 0600 (updateKubeConfigPermission), and then its on-disk validation, at the next boot and in its drift monitor, expects the MachineConfig's mode: " +
 			"the node goes Degraded. mcbake bakes the file at 0600, what the daemon leaves on disk.",
 		Fix: "Set mode: 384 (0600) on the file, or leave /etc/kubernetes/kubeconfig to the installer, which writes it outside the MachineConfigs."},
+	{ID: RuleUnusedField, Name: "unused-field", Severity: Warning,
+		Summary: "a field nothing reads: a misspelt Ignition key, a field a MachineConfig does not have, a Butane warning",
+		Description: "The MachineConfig sets a field that nothing reads, usually a typo: a key Ignition's parser reports as unused (mdoe for mode, unitz for units), " +
+			"which Ignition and the machine-config-daemon ignore, so that the file gets the default instead (mode 0644, no contents); a field the MachineConfig object or its spec does not have, " +
+			"which the API server drops; or, for a Butane config, a warning of Butane's (which butane --strict refuses). mcbake builds what the daemon would write, without the field.",
+		Fix: "Correct the field's name, or remove it."},
 }
 
 // Rules returns every rule, ordered by ID.

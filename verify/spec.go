@@ -43,6 +43,16 @@ func (c *checker) specFields() {
 	}
 }
 
+// unusedFields reports each MachineConfig's fields that nothing reads
+// (MCB023).
+func (c *checker) unusedFields() {
+	for _, mc := range c.in.mcs {
+		for _, w := range mc.Warnings {
+			c.add(RuleUnusedField, machineconfig.Source{File: w.File, MachineConfig: w.MachineConfig, Field: w.Field}, "", "%s", w.Msg)
+		}
+	}
+}
+
 // kubeconfigMode reports the kubeconfig file of the merged MachineConfigs
 // when its mode is not 0600 (MCB022): the MCD makes it 0600 after every
 // update, then its validation expects the MachineConfig's mode.

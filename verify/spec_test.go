@@ -194,3 +194,23 @@ func TestKubeconfigModeRule(t *testing.T) {
 		})
 	}
 }
+
+// TestUnusedFieldRule: a misspelt Ignition key and a field a
+// MachineConfig does not have are warnings at their fields; the
+// MachineConfig is still checked (and built) without them.
+func TestUnusedFieldRule(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	mc := writeDoc(t, dir, "10-typo", "kind: MachineConfig\nmetadata: {name: 10-typo}\nspec:\n  kernelArgs: [x]\n  config:\n    ignition: {version: 3.5.0}\n    storage:\n      files:\n      - {path: /etc/typo.conf, mdoe: 384, contents: {source: \"data:,x\"}}\n")
+	rep := e.run(Options{MachineConfigs: []string{mc}})
+	got := rep.ByRule(RuleUnusedField)
+	want := []string{"10-typo spec.kernelArgs ", "10-typo spec.config.storage.files[0].mdoe "}
+	if diff := cmp.Diff(want, fieldsOf(got)); diff != "" {
+		t.Errorf("%s findings (-want +got):\n%s", RuleUnusedField, diff)
+	}
+	for _, f := range got {
+		if f.Severity != Warning {
+			t.Errorf("%s: severity %s, want warning", f.Field, f.Severity)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -99,5 +100,20 @@ storage:
 	code := execute(context.Background(), []string{"render", "-f", bad, "-o", filepath.Join(dir, "bad")}, strings.NewReader(""), &out, &errb)
 	if want := bad + ": 99-bad: storage.files[0].path: Butane: line 6, column 13: path not absolute"; code != 2 || !strings.Contains(errb.String(), want) {
 		t.Errorf("mcbake render -f bad.bu: exit %d, stderr %q; want 2 and %q", code, errb.String(), want)
+	}
+	// A misspelt key is Butane's warning: rendered without it (the
+	// default mode), and logged.
+	typo := filepath.Join(dir, "typo.bu")
+	if err := os.WriteFile(typo, []byte("variant: openshift\nversion: 4.18.0\nmetadata: {name: 99-typo, labels: {machineconfiguration.openshift.io/role: worker}}\nstorage:\n  files:\n    - path: /etc/typo.conf\n      mdoe: 0600\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	errb.Reset()
+	code = execute(context.Background(), []string{"render", "-f", typo, "-o", filepath.Join(dir, "typo")}, strings.NewReader(""), &out, &errb)
+	var mode fs.FileMode
+	if fi, err := os.Stat(filepath.Join(dir, "typo", "rootfs", "etc", "typo.conf")); err == nil {
+		mode = fi.Mode()
+	}
+	if want := typo + ": 99-typo: storage.files[0].mdoe: Butane: line 7, column 7: unused key mdoe"; code != 0 || !strings.Contains(errb.String(), "level=WARN") || !strings.Contains(errb.String(), want) || mode != 0o644 {
+		t.Errorf("mcbake render -f typo.bu: exit %d, stderr %q, mode %v; want 0, a warning with %q and mode 0644", code, errb.String(), mode, want)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -123,6 +124,13 @@ func Pool(cmd *cobra.Command) string {
 // --pool names (see machineconfig.LoadForPool).
 // cacheDir, when set, is mcbake's cache directory: Ignition configs that
 // parsed cleanly are remembered there (machineconfig.LoadOptions).
+// Fields nothing reads (a misspelt key) are logged as warnings.
 func LoadMachineConfigs(cmd *cobra.Command, files []string, cacheDir string) ([]*machineconfig.MachineConfig, error) {
-	return machineconfig.LoadWith(files, cmd.InOrStdin(), machineconfig.LoadOptions{Pool: Pool(cmd), CacheDir: cacheDir})
+	mcs, err := machineconfig.LoadWith(files, cmd.InOrStdin(), machineconfig.LoadOptions{Pool: Pool(cmd), CacheDir: cacheDir})
+	for _, mc := range mcs {
+		for _, w := range mc.Warnings {
+			slog.Warn(w.Error(), "rule", "MCB023")
+		}
+	}
+	return mcs, err
 }
