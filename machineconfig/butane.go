@@ -114,6 +114,11 @@ func butaneEntries(rpt report.Report, file, name string, fatal bool, reason Reas
 			continue
 		}
 		msg := e.Message
+		if msg == butanecommon.ErrNoFilesDir.Error() {
+			// Butane's flag is not mcbake's: the files directory is the
+			// config's own, which stdin has none of.
+			msg = "local file paths are relative to the Butane config's directory: give the config as a file, not on stdin"
+		}
 		if line, col := e.Marker.Start(); line > 0 {
 			msg = fmt.Sprintf("line %d, column %d: %s", line, col, msg)
 		}

@@ -79,6 +79,10 @@ storage:
 	if mcs, err := Load([]string{Stdin}, strings.NewReader(good)); err != nil || len(mcs) != 1 || mcs[0].Name != "10-bu" {
 		t.Errorf("Load(- with a Butane config) = %v, %v; want 10-bu", names(mcs), err)
 	}
+	local := strings.Replace(good, "inline: bu", "local: bu.txt", 1)
+	if _, err := Load([]string{Stdin}, strings.NewReader(local)); err == nil || !strings.Contains(err.Error(), "storage.files[0].contents.local: Butane: line 4, column 53: local file paths are relative to the Butane config's directory: give the config as a file, not on stdin") {
+		t.Errorf("Load(- with a Butane config with a local file) = %v, want the local file refused, naming stdin", err)
+	}
 	for _, tt := range []struct{ file, want string }{
 		{"bad.bu", "bad.bu: 99-bad: storage.files[1].path: Butane: line 9, column 13: path not absolute"},
 		{"fcos.bu", `fcos.bu: <unnamed>: variant: Butane variant "fcos" makes an Ignition config, not a MachineConfig: use variant: openshift`},
