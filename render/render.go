@@ -63,6 +63,22 @@ type Result struct {
 	// such a removal, as Absent, only when the root has something there:
 	// a root the MCD already made so has nothing to record.
 	Removes map[string]manifest.Source
+	// Degrading are the units the machine-config-daemon's on-disk
+	// validation finds enabled otherwise than their MachineConfig says,
+	// once it applied them all (a later disable undoes an enable through
+	// Also= or a template): the node goes Degraded. The rendering is still
+	// what the daemon writes.
+	Degrading []UnitCheck
+}
+
+// UnitCheck is a unit whose enablement the machine-config-daemon checks
+// (checkUnitEnabled: a unit with contents, not masked, enabled set) and
+// what `systemctl is-enabled` then says.
+type UnitCheck struct {
+	Name    string
+	Enabled bool
+	State   string
+	Source  machineconfig.Source
 }
 
 // Manifest returns the ownership manifest of the rendering; the
@@ -122,7 +138,7 @@ func Render(m *machineconfig.Merged, root Root) (*Result, error) {
 	if len(r.errs) > 0 {
 		return nil, errors.Join(r.errs...)
 	}
-	return &Result{Entries: r.entries, Units: r.unitStates, Skipped: r.skipped, Removes: r.removes}, nil
+	return &Result{Entries: r.entries, Units: r.unitStates, Skipped: r.skipped, Removes: r.removes, Degrading: r.degrading}, nil
 }
 
 type renderer struct {
@@ -136,6 +152,7 @@ type renderer struct {
 	unitStates []manifest.Unit
 	skipped    []machineconfig.Unit
 	removes    map[string]manifest.Source
+	degrading  []UnitCheck
 	errs       []error
 	ioErrs     map[string]bool // paths whose I/O error is recorded
 	content    int             // bytes of file content decoded so far

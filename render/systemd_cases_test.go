@@ -669,3 +669,32 @@ func TestSystemdFixtures(t *testing.T) {
 	}
 	runCases(t, cases)
 }
+
+// TestSystemdEnablementCheck: the MCD enables, then disables, then checks
+// each unit with is-enabled; a disable that undoes an enable (Also=, a
+// disabled template) makes the node Degraded, and mcbake says so
+// (Result.Degrading) where systemctl does.
+func TestSystemdEnablementCheck(t *testing.T) {
+	runCases(t, []sdCase{{
+		name: "a disabled unit's Also= names an enabled one",
+		units: []types.Unit{
+			unit("ec-a.service", on, svc("WantedBy=multi-user.target")),
+			unit("ec-b.service", off, svc("WantedBy=multi-user.target", "Also=ec-a.service")),
+		},
+		want: "ok", degrading: []string{"ec-a.service"},
+	}, {
+		name: "a disabled template removes an enabled instance's link",
+		units: []types.Unit{
+			unit("ec-t@.service", off, svc("WantedBy=multi-user.target")),
+			unit("ec-t@x.service", on, svc("WantedBy=multi-user.target")),
+		},
+		want: "ok", degrading: []string{"ec-t@x.service"},
+	}, {
+		name: "enabled and disabled units that do not touch",
+		units: []types.Unit{
+			unit("ec-c.service", on, svc("WantedBy=multi-user.target")),
+			unit("ec-d.service", off, svc("WantedBy=multi-user.target")),
+		},
+		want: "ok", degrading: []string{},
+	}})
+}

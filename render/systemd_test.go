@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -44,6 +45,9 @@ type sdCase struct {
 	// check, when set, looks at the replayed tree (paths relative to
 	// /etc/systemd/system) to pin the bullet the case is about.
 	check func(t *testing.T, tree map[string]sdNode)
+	// degrading, when set, are the units the MCD's on-disk check must
+	// find enabled otherwise (both sides are compared in every case).
+	degrading []string
 }
 
 // sdNode is what the differential compares of a path.
@@ -121,6 +125,9 @@ func (c sdCase) doc(t testing.TB) string {
 type sdOutcome struct {
 	err  error
 	tree map[string]sdNode
+	// degrading are the units the MCD's on-disk check finds enabled
+	// otherwise than their MachineConfig says.
+	degrading []string
 }
 
 // runCase renders and replays c and returns both outcomes.
@@ -153,6 +160,10 @@ func runCase(t *testing.T, rp *systemdtest.Replayer, c sdCase) (mcbake, mcd sdOu
 		writeSpec(t, a, c.base)
 		applyEntries(t, a, res.Entries)
 		mcbake.tree = snapshot(t, a)
+		for _, u := range res.Degrading {
+			mcbake.degrading = append(mcbake.degrading, u.Name)
+		}
+		sort.Strings(mcbake.degrading)
 	}
 
 	// The MCD: the replay with the real systemctl on another copy.
@@ -182,6 +193,7 @@ func runCase(t *testing.T, rp *systemdtest.Replayer, c sdCase) (mcbake, mcd sdOu
 	r.Log = func(format string, args ...any) { fmt.Fprintf(&log, format+"\n", args...) }
 	if mcd.err = r.Replay(b, files, units); mcd.err == nil {
 		mcd.tree = snapshot(t, b)
+		mcd.degrading = r.Degrading(b, units)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -207,6 +219,9 @@ func compare(t *testing.T, c sdCase, mcbake, mcd sdOutcome) {
 		if diff := cmp.Diff(mcd.tree, keptDirs(mcbake.tree, mcd.tree)); diff != "" {
 			t.Errorf("/etc/systemd/system differs (-systemctl +mcbake):\n%s", diff)
 		}
+		if !slices.Equal(mcd.degrading, mcbake.degrading) {
+			t.Errorf("units the MCD's on-disk check finds enabled otherwise: systemctl %q, mcbake %q", mcd.degrading, mcbake.degrading)
+		}
 	}
 	if c.want == "" {
 		return
@@ -226,6 +241,9 @@ func compare(t *testing.T, c sdCase, mcbake, mcd sdOutcome) {
 	}
 	if c.check != nil && mcd.tree != nil {
 		c.check(t, mcd.tree)
+	}
+	if c.degrading != nil && !slices.Equal(c.degrading, mcd.degrading) {
+		t.Errorf("the MCD's on-disk check finds %q enabled otherwise, want %q", mcd.degrading, c.degrading)
 	}
 }
 

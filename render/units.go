@@ -126,6 +126,7 @@ func (r *renderer) units() {
 	}
 	r.batch(sc, "enable", enable)
 	r.batch(sc, "disable", disable)
+	r.checkEnabled(sc)
 	for _, ns := range sc.NodeSpecifiers() {
 		u := r.unitNamed(ns.Origin)
 		r.fail(u.SourceOf("contents"), "unit %s: [Install] of %s uses %s, which only the node can resolve: an image cannot carry its enablement", u.Name, ns.Unit, ns.Specifier)
@@ -134,6 +135,29 @@ func (r *renderer) units() {
 		r.errs = append(r.errs, fmt.Errorf("reading the root: %w", err))
 	}
 	r.unitEntries(tree)
+}
+
+// checkEnabled runs the machine-config-daemon's on-disk check of every
+// unit's enablement (checkUnitEnabled) once all are applied: a unit with
+// contents, not masked, and enabled set must not be disabled, masked or
+// not found when enabled is true, nor enabled when it is false.
+func (r *renderer) checkEnabled(sc *systemctl.Systemctl) {
+	for _, u := range r.m.Units {
+		if u.Enabled == nil || !HasContent(u.Contents) || u.Mask != nil && *u.Mask || !systemctl.ValidName(u.Name) {
+			continue
+		}
+		state, e := sc.State(u.Name)
+		if e < 0 {
+			continue
+		}
+		bad := state == "enabled" || state == "enabled-runtime"
+		if *u.Enabled {
+			bad = state == "disabled" || state == "masked" || state == "masked-runtime" || state == "not-found"
+		}
+		if bad {
+			r.degrading = append(r.degrading, UnitCheck{Name: u.Name, Enabled: *u.Enabled, State: state, Source: u.SourceOf("enabled")})
+		}
+	}
 }
 
 // rootBase shows a Root to systemctl.

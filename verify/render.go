@@ -26,6 +26,7 @@ func (c *checker) render() {
 		if err == nil {
 			c.rendered = res
 			c.skippedEnablement()
+			c.degradingUnits()
 			return
 		}
 		if !c.renderFailed(err) {
@@ -130,6 +131,15 @@ func (c *checker) ownedManifest() *manifest.Manifest {
 		return nil
 	}
 	return c.rendered.Manifest(c.merged.MachineConfigs)
+}
+
+// degradingUnits reports the units whose enablement the daemon's on-disk
+// validation finds wrong (MCB024).
+func (c *checker) degradingUnits() {
+	for _, u := range c.rendered.Degrading {
+		c.add(RuleEnablementCheck, u.Source, path.Join(render.UnitDir, u.Name),
+			"unit %s has enabled: %t, but once the machine-config-daemon applied every unit, systemctl is-enabled says %s: its on-disk validation fails and the node goes Degraded", u.Name, u.Enabled, u.State)
+	}
 }
 
 // skippedEnablement reports (MCB010) the units whose enablement the

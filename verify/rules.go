@@ -83,6 +83,7 @@ const (
 	RuleStorageLayout       = "MCB021"
 	RuleKubeconfigMode      = "MCB022"
 	RuleUnusedField         = "MCB023"
+	RuleEnablementCheck     = "MCB024"
 )
 
 var rules = []Rule{
@@ -228,6 +229,14 @@ var rules = []Rule{
 			"which Ignition and the machine-config-daemon ignore, so that the file gets the default instead (mode 0644, no contents); a field the MachineConfig object or its spec does not have, " +
 			"which the API server drops; or, for a Butane config, a warning of Butane's (which butane --strict refuses). mcbake builds what the daemon would write, without the field.",
 		Fix: "Correct the field's name, or remove it."},
+	{ID: RuleEnablementCheck, Name: "enablement-check", Severity: Error,
+		Summary: "a unit the machine-config-daemon finds enabled otherwise than its MachineConfig says, once it applied them all",
+		Description: "After writing the units, the machine-config-daemon enables every unit with enabled: true in one systemctl call, then disables every unit with enabled: false in another. " +
+			"Its on-disk validation (checkUnitEnabled, at the next boot and in its drift monitor) then asks systemctl is-enabled about each unit that has contents, is not masked and sets enabled, " +
+			"and marks the node Degraded when a unit with enabled: true is disabled, masked or not found, or one with enabled: false is enabled. " +
+			"That happens when the disable undoes an enable: a disabled unit's Also= names an enabled one, or a disabled template removes an enabled instance's links. " +
+			"The image carries what the daemon writes, so the node would be Degraded as well.",
+		Fix: "Remove the Also= (or the enabled: false) that undoes the enable, or set enabled consistently on the units it ties together."},
 }
 
 // Rules returns every rule, ordered by ID.

@@ -3,6 +3,7 @@ package verify
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -211,6 +212,26 @@ func TestUnusedFieldRule(t *testing.T) {
 	for _, f := range got {
 		if f.Severity != Warning {
 			t.Errorf("%s: severity %s, want warning", f.Field, f.Severity)
+		}
+	}
+}
+
+// TestEnablementCheckRule: a disabled unit whose Also= names an enabled
+// one leaves it disabled, which the daemon's on-disk check finds: an
+// error at the enabled unit.
+func TestEnablementCheckRule(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	mc := writeDoc(t, dir, "10-also", "kind: MachineConfig\nmetadata: {name: 10-also}\nspec:\n  config:\n    ignition: {version: 3.5.0}\n    systemd:\n      units:\n"+
+		"      - {name: a.service, enabled: true, contents: \"[Service]\\nExecStart=/bin/true\\n[Install]\\nWantedBy=multi-user.target\\n\"}\n"+
+		"      - {name: b.service, enabled: false, contents: \"[Service]\\nExecStart=/bin/true\\n[Install]\\nWantedBy=multi-user.target\\nAlso=a.service\\n\"}\n")
+	got := e.run(Options{MachineConfigs: []string{mc}}).ByRule(RuleEnablementCheck)
+	if diff := cmp.Diff([]string{"10-also spec.config.systemd.units[a.service].enabled /etc/systemd/system/a.service"}, fieldsOf(got)); diff != "" {
+		t.Errorf("%s findings (-want +got):\n%s", RuleEnablementCheck, diff)
+	}
+	for _, f := range got {
+		if f.Severity != Error || !strings.Contains(f.Message, "says disabled") {
+			t.Errorf("%s: %s %q, want an error saying disabled", f.Field, f.Severity, f.Message)
 		}
 	}
 }

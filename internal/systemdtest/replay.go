@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/coreos/ignition/v2/config/v3_5/types"
@@ -128,7 +129,7 @@ func (rp *Replayer) writeUnit(root string, u types.Unit) error {
 		}
 		return os.Rename(tmp, p)
 	case hasContent(u.Contents):
-		if out, code := rp.run(root, "is-enabled", u.Name); code == 0 && strings.TrimSpace(out) == "enabled" {
+		if out, code := rp.IsEnabled(root, u.Name); code == 0 && out == "enabled" {
 			if err := rp.call(root, "disable", u.Name); err != nil {
 				return fmt.Errorf("disabling before rewriting: %w", err)
 			}
@@ -198,6 +199,46 @@ func (rp *Replayer) call(root, verb string, names ...string) error {
 		return fmt.Errorf("systemctl %s %s: only failures (a D-Bus error on a node): %s", verb, strings.Join(names, " "), strings.TrimSpace(out))
 	}
 	return nil
+}
+
+// IsEnabled is `systemctl is-enabled name` on root: its answer and exit
+// code. Only standard output is read: what systemctl warns of on stderr
+// (a unit file line it ignores) the MCD, over D-Bus, never sees.
+func (rp *Replayer) IsEnabled(root, name string) (string, int) {
+	cmd := exec.Command(rp.Systemctl, "--root="+root, "is-enabled", name)
+	cmd.Env = append(os.Environ(), "SYSTEMCTL_SKIP_SYSV=1", "LC_ALL=C", "SYSTEMD_COLORS=0", "SYSTEMD_PAGER=")
+	out, err := cmd.Output()
+	code := 0
+	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		code = -1
+	}
+	return strings.TrimSpace(string(out)), code
+}
+
+// Degrading is the machine-config-daemon's on-disk check of the units'
+// enablement (checkUnitEnabled) on root after Replay: the names of the
+// units with contents, not masked and enabled set that systemctl
+// is-enabled reports otherwise (disabled, masked or not found for
+// enabled: true; enabled for enabled: false), sorted.
+func (rp *Replayer) Degrading(root string, units []types.Unit) []string {
+	var out []string
+	for _, u := range units {
+		if u.Enabled == nil || !hasContent(u.Contents) || u.Mask != nil && *u.Mask {
+			continue
+		}
+		state, _ := rp.IsEnabled(root, u.Name)
+		bad := state == "enabled" || state == "enabled-runtime"
+		if *u.Enabled {
+			bad = state == "disabled" || state == "masked" || state == "masked-runtime" || state == "not-found"
+		}
+		if bad {
+			out = append(out, u.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // run runs systemctl --root=root args and returns its combined output and
