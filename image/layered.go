@@ -33,8 +33,10 @@ const (
 	AnnotationBaseName   = "org.opencontainers.image.base.name"
 )
 
-// ManifestPath is where the ownership manifest is stored in the layer.
-const ManifestPath = "/usr/share/mcbake/manifest.json"
+// ManifestPath is where the ownership manifest is stored in the layer
+// (manifest.ImagePath, which importers that do not link containers/*
+// use).
+const ManifestPath = manifest.ImagePath
 
 // ErrNotLayered means an image carries no mcbake manifest label.
 var ErrNotLayered = errors.New("not an mcbake layered image (no " + LabelManifestDigest + " label)")

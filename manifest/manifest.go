@@ -22,6 +22,11 @@ import (
 // SchemaVersion is the version of the format written by Marshal.
 const SchemaVersion = 1
 
+// ImagePath is where a layered image built by mcbake carries its
+// ownership manifest: on a node that runs one, the booted deployment has
+// it there (under /usr, so no node writes it).
+const ImagePath = "/usr/share/mcbake/manifest.json"
+
 // Type is the kind of filesystem entry an Entry describes.
 type Type string
 
