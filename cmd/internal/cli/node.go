@@ -194,7 +194,7 @@ when paths are wrong and --repair is not given.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&sysroot, "sysroot", "/", "the ostree sysroot (/ on a booted node)")
+	fl.StringVar(&sysroot, "sysroot", "/", "the ostree sysroot: / on a booted node, where it runs at shutdown (on another sysroot the boot entries stand for both the booted and the next deployment, so nothing is found finalized)")
 	fl.BoolVar(&repair, "repair", false, "write the paths that are wrong")
 	fl.StringVar(&format, "format", "text", "output format: text or json")
 	return cmd
@@ -258,7 +258,7 @@ only reads and reports. Exit 1 when paths are wrong.`,
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&sysroot, "sysroot", "/", "the ostree sysroot (/ on a booted node)")
+	cmd.Flags().StringVar(&sysroot, "sysroot", "/", "the ostree sysroot: / on a booted node (on another sysroot the deployment's own /var is checked, which ostree leaves empty: /var paths are reported missing)")
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
 	CompleteFormat(cmd)
 	return cmd
