@@ -11,7 +11,7 @@ policy=hack/demo-policy.json
 mc=testdata/machineconfigs/rendered-worker-aws.json
 
 echo "==> generating the sample base into $out/base"
-go run -tags "$TAGS" ./internal/testbase/mkbase -o "$out/base"
+echo "base manifest digest: $(go run -tags "$TAGS" ./internal/testbase/mkbase -o "$out/base")"
 
 echo "==> mcbake build (cold: indexes the base)"
 ./bin/mcbake build --base "oci:$out/base:latest" -f "$mc" -o "oci:$out/layered:latest" \
@@ -35,3 +35,11 @@ echo "==> what a revert from the layered image to its base would do (mcbake diff
   --signature-policy "$policy" --cache-dir "$out/cache" >"$out/diff.txt"
 head -n 2 "$out/diff.txt"
 echo "(full table: $out/diff.txt)"
+
+cat <<EOF
+==> next, on these files (each with the image flags above: --signature-policy $policy --cache-dir $out/cache)
+  ./bin/mcbake diff --base oci:$out/base:latest --image oci:$out/layered:latest --format json
+  ./bin/mcbake verify -f $mc --base oci:$out/base:latest --image oci:$out/layered:latest
+  ./bin/mcbake plan --base oci:$out/base:latest --image oci:$out/layered:latest -o $out/plan.json
+  skopeo inspect oci:$out/layered:latest
+EOF
