@@ -395,6 +395,9 @@ func TestDiffPlanRewriteOnDisk(t *testing.T) {
 	if _, err := os.Stat(other); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("plan -f with other MachineConfigs wrote %s (%v)", other, err)
 	}
+	if code, _, stderr := e.run(append([]string{"plan", "--quiet", "--base", e.base, "--image", img, "-o", e.dir}, e.imageArgs()...)...); code != 2 || strings.TrimSpace(stderr) != "mcbake: -o "+e.dir+": is a directory" {
+		t.Errorf("plan -o DIR: exit %d, stderr %q; want 2 and the directory named", code, stderr)
+	}
 	plan := filepath.Join(e.dir, "plan.json")
 	if code, _, stderr := e.run(append([]string{"plan", "--quiet", "--base", e.base, "--image", img, "-o", plan}, e.imageArgs()...)...); code != 0 {
 		t.Fatalf("plan: exit %d: %s", code, stderr)
@@ -647,8 +650,8 @@ func TestBuildDigestFile(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dest := filepath.Join(e.dir, "out-"+strings.ReplaceAll(name, " ", "-"))
 			code, _, stderr := e.run(append([]string{"build", "--quiet", "--base", e.base, "-o", "oci:" + dest + ":latest", "-f", workerMC, "--digestfile", file}, e.imageArgs()...)...)
-			if code == 0 || !strings.Contains(stderr, "--digestfile "+file) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
-				t.Errorf("exit %d, stderr %q; want a failure naming --digestfile %s on one line", code, stderr, file)
+			if code == 0 || !strings.Contains(stderr, "--digestfile "+file+": ") || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || strings.Contains(stderr, "/.") {
+				t.Errorf("exit %d, stderr %q; want a failure naming --digestfile %s (and no temporary file) on one line", code, stderr, file)
 			}
 			if _, err := os.Stat(dest); !os.IsNotExist(err) {
 				t.Errorf("destination %s exists after a build that could not write its digest file (err %v)", dest, err)

@@ -140,7 +140,7 @@ func newPlanCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := writeFileAtomic(out, b); err != nil {
+			if err := writeFileAtomic("-o", out, b); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d path(s) to rewrite, %d lost (outside /etc)\n", out, len(p.Rewrite), len(p.Lost))

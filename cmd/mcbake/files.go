@@ -1,15 +1,45 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/google/renameio/v2"
 )
 
-// writeFileAtomic writes b to path through a temporary file and a rename.
-func writeFileAtomic(path string, b []byte) error {
-	return renameio.WriteFile(path, b, 0o644)
+// writeFileAtomic writes b to path, given with flag, through a temporary
+// file and a rename; an error names the flag and the path.
+func writeFileAtomic(flag, path string, b []byte) error {
+	o, err := openOutput(flag, path)
+	if err != nil {
+		return err
+	}
+	defer o.discard()
+	return o.commit(b)
+}
+
+// pathError names flag and path, and drops the temporary file's name
+// that an error of the file system carries.
+func pathError(flag, path string, err error) error {
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+		err = pe.Err
+	}
+	if le := (*os.LinkError)(nil); errors.As(err, &le) {
+		err = le.Err
+	}
+	return fmt.Errorf("%s: %w", flagged(flag, path), err)
+}
+
+// flagged is how errors name a path given with flag: "-o plan.json", or
+// "--format json=r.json" for a flag ending in "=".
+func flagged(flag, path string) string {
+	if strings.HasSuffix(flag, "=") {
+		return flag + path
+	}
+	return flag + " " + path
 }
 
 // outputFile is a file a command writes at its end, opened before the
@@ -17,8 +47,8 @@ func writeFileAtomic(path string, b []byte) error {
 // it by commit. A path that cannot be written fails before a build writes
 // (or pushes) an image, naming the flag.
 type outputFile struct {
-	flag    string
-	pending *renameio.PendingFile
+	flag, path string
+	pending    *renameio.PendingFile
 }
 
 // openOutput opens the output file path given with flag ("" is none: a
@@ -28,13 +58,13 @@ func openOutput(flag, path string) (*outputFile, error) {
 		return nil, nil
 	}
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return nil, fmt.Errorf("%s %s: is a directory", flag, path)
+		return nil, fmt.Errorf("%s: is a directory", flagged(flag, path))
 	}
 	f, err := renameio.NewPendingFile(path, renameio.WithPermissions(0o644))
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", flag, path, err)
+		return nil, pathError(flag, path, err)
 	}
-	return &outputFile{flag: flag, pending: f}, nil
+	return &outputFile{flag: flag, path: path, pending: f}, nil
 }
 
 // commit writes b and renames the file into place.
@@ -43,10 +73,10 @@ func (o *outputFile) commit(b []byte) error {
 		return nil
 	}
 	if _, err := o.pending.Write(b); err != nil {
-		return fmt.Errorf("%s %s: %w", o.flag, o.pending.Name(), err)
+		return pathError(o.flag, o.path, err)
 	}
 	if err := o.pending.CloseAtomicallyReplace(); err != nil {
-		return fmt.Errorf("%s: %w", o.flag, err)
+		return pathError(o.flag, o.path, err)
 	}
 	return nil
 }
