@@ -690,6 +690,17 @@ func TestSystemdEnablementCheck(t *testing.T) {
 		},
 		want: "ok", degrading: []string{"ec-t@x.service"},
 	}, {
+		name: "the links the daemon deletes after every update",
+		base: map[string]string{
+			"etc/systemd/system/network-online.target.requires/node-valid-hostname.service": "-> /etc/systemd/system/node-valid-hostname.service",
+		},
+		units: []types.Unit{unit("ovs-configuration.service", on, svc("WantedBy=network-online.target"))},
+		want:  "ok", degrading: []string{"ovs-configuration.service"},
+		check: func(t *testing.T, tree map[string]sdNode) {
+			lacks(t, tree, "/network-online.target.wants/ovs-configuration.service")
+			lacks(t, tree, "/network-online.target.requires/node-valid-hostname.service")
+		},
+	}, {
 		name: "enabled and disabled units that do not touch",
 		units: []types.Unit{
 			unit("ec-c.service", on, svc("WantedBy=multi-user.target")),

@@ -126,6 +126,7 @@ func (r *renderer) units() {
 	}
 	r.batch(sc, "enable", enable)
 	r.batch(sc, "disable", disable)
+	r.removeStaleLinks(tree)
 	r.checkEnabled(sc)
 	for _, ns := range sc.NodeSpecifiers() {
 		u := r.unitNamed(ns.Origin)
@@ -135,6 +136,39 @@ func (r *renderer) units() {
 		r.errs = append(r.errs, fmt.Errorf("reading the root: %w", err))
 	}
 	r.unitEntries(tree)
+}
+
+// StaleLinks are the enablement links the machine-config-daemon deletes
+// on every update, after writing the units (workaroundOcpBugs33694: older
+// daemons leaked them).
+var StaleLinks = []string{
+	UnitDir + "/network-online.target.requires/node-valid-hostname.service",
+	UnitDir + "/network-online.target.wants/ovs-configuration.service",
+}
+
+// removeStaleLinks removes StaleLinks as the daemon does, after the
+// enablement and before its on-disk check. The removal's source is the
+// unit's enabled field when a MachineConfig has the unit, else its
+// systemd section.
+func (r *renderer) removeStaleLinks(tree *systemctl.FS) {
+	for _, p := range StaleLinks {
+		if n, e := tree.Lstat(p); e < 0 || n.Kind == systemctl.Dir {
+			continue
+		}
+		src := machineconfig.Source{MachineConfig: r.m.Name, Field: "spec.config.systemd"}
+		if u, ok := r.mcUnit(path.Base(p)); ok {
+			src = u.SourceOf("enabled")
+		}
+		tree.SetTag(src)
+		tree.Unlink(p)
+		tree.SetTag(nil)
+		// systemctl made the directory for the link; the daemon removes
+		// only the link, so the directory stays, empty.
+		dir := path.Dir(p)
+		if _, inRoot, err := lstatType(r.root, dir); err == nil && !inRoot {
+			r.add(Entry{Entry: manifest.Entry{Path: dir, Type: manifest.Directory, Mode: 0o755}}, src)
+		}
+	}
 }
 
 // checkEnabled runs the machine-config-daemon's on-disk check of every

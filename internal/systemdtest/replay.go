@@ -92,7 +92,18 @@ func (rp *Replayer) Replay(root string, files []File, units []types.Unit) error 
 		}
 	}
 	if len(disable) > 0 {
-		return rp.call(root, "disable", disable...)
+		if err := rp.call(root, "disable", disable...); err != nil {
+			return err
+		}
+	}
+	// deleteStaleData's workaroundOcpBugs33694.
+	for _, p := range []string{
+		"/etc/systemd/system/network-online.target.requires/node-valid-hostname.service",
+		"/etc/systemd/system/network-online.target.wants/ovs-configuration.service",
+	} {
+		if err := os.Remove(filepath.Join(root, p)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("deleting %q: %w", p, err)
+		}
 	}
 	return nil
 }
