@@ -548,6 +548,9 @@ func resolveOnNode(t *testing.T, newRoot string, me manifest.Entry) string {
 	t.Helper()
 	dr := openRoot(t, newRoot)
 	rp, err := render.Locate(dr, me.Path, me.Type == manifest.Directory)
+	if errors.Is(err, render.ErrTooManyLinks) {
+		return me.Path // a loop: nothing is at the path
+	}
 	if err != nil {
 		t.Fatalf("resolving %s in the reverted deployment: %v", me.Path, err)
 	}

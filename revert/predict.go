@@ -20,6 +20,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/render"
@@ -210,7 +211,7 @@ func predict(m *manifest.Manifest, d *defaults, base render.Root) ([]Entry, erro
 	}
 	rules := merge{cc: cc, baseDirs: baseDirs, baseLinks: baseLinks, base: base}
 	if d != nil {
-		rules.baseOnly = d.baseOnly
+		rules.baseOnly, rules.layered = d.baseOnly, d.tree
 	}
 	rules.apply(out)
 	for i := range out {
@@ -229,7 +230,7 @@ func classify(me manifest.Entry, base render.Root) (Entry, error) {
 	}
 	at := me
 	at.ResolvedPath = rp
-	st, err := render.BaseState(base, at)
+	st, err := baseState(base, at)
 	if err != nil {
 		return Entry{}, err
 	}
@@ -274,6 +275,9 @@ func linkAt(base render.Root, p string, links map[string]string) error {
 	if ok && have.Type == manifest.Symlink && ZoneOf(at) == ZoneEtc {
 		links[p] = at
 	}
+	if isLoop(err) {
+		return nil
+	}
 	return err
 }
 
@@ -286,7 +290,23 @@ func imageState(me manifest.Entry, layered render.Root) (*manifest.BaseState, er
 	}
 	at := me
 	at.ResolvedPath = rp
-	return render.BaseState(layered, at)
+	return baseState(layered, at)
+}
+
+// baseState is render.BaseState, for which a path that a symlink loop
+// keeps from resolving is absent: nothing can be at it.
+func baseState(root render.Root, e manifest.Entry) (*manifest.BaseState, error) {
+	st, err := render.BaseState(root, e)
+	if isLoop(err) {
+		return &manifest.BaseState{State: manifest.StateAbsent}, nil
+	}
+	return st, err
+}
+
+// isLoop reports whether err is a symlink loop, as a tree's resolution or
+// the kernel's reports it.
+func isLoop(err error) bool {
+	return errors.Is(err, render.ErrTooManyLinks) || errors.Is(err, syscall.ELOOP)
 }
 
 // unmodified reports whether a tree's state of an owned entry (a
@@ -318,8 +338,12 @@ type merge struct {
 	// parents resolved in the base): a merge that copies the node's
 	// directory there replaces the symlink.
 	baseLinks map[string]string
-	// base is the base's tree.
-	base render.Root
+	// base is the base's tree; layered the image's, for an image
+	// without a manifest (nil otherwise).
+	base, layered render.Root
+	// changedDirs are the node's paths (manifest.Entry.Where) of the
+	// owned directories the node's copy changes.
+	changedDirs map[string]bool
 }
 
 // changed reports whether ostree's merge sees the node's copy of the
@@ -330,6 +354,12 @@ func (m merge) changed(e *Entry) bool {
 }
 
 func (m merge) apply(entries []Entry) {
+	m.changedDirs = map[string]bool{}
+	for i := range entries {
+		if e := &entries[i]; e.Type == manifest.Directory && m.changed(e) {
+			m.changedDirs[e.Want.Where()] = true
+		}
+	}
 	m.replaceLinks(entries)
 	changed := []string{m.cc}
 	var whole []string
@@ -356,11 +386,11 @@ func (m merge) apply(entries []Entry) {
 			e.Outcome, e.Reason = Kept, "the machine-config-daemon stores the new config here after staging the revert: the node's copy is modified, so the merge keeps it"
 		case e.Type == manifest.Directory && child != "":
 			e.Outcome, e.Reason = m.recreated(e, child == m.cc)
+		case isUnder(whole, e.Path):
+			e.Outcome, e.Reason = Kept, "inside a directory the node's copy changes and the base lacks or has as something else: the merge copies that directory whole"
 		case m.changed(e) && e.Type != manifest.Absent && m.refused(e):
 		case m.changed(e):
 			e.Outcome, e.Reason = modified(e, m.baseDirs[e.Path], m.copiedWhole(e))
-		case isUnder(whole, e.Path):
-			e.Outcome, e.Reason = Kept, "inside a directory the node's copy changes and the base lacks: the merge copies that directory whole"
 		}
 	}
 }
@@ -369,26 +399,40 @@ func (m merge) apply(entries []Entry) {
 // changes where the base has a symlink, and the entries below it: ostree
 // unlinks the symlink and copies the node's directory whole in its place
 // (copy_modified_config_file), so they land where the node has them, not
-// where the base's symlink leads.
+// where the base's symlink leads. Inside a moved directory, the
+// outermost one decides: what is below it is the node's copy.
 func (m merge) replaceLinks(entries []Entry) {
 	moved := map[string]string{} // requested directory path: where it lands
+	var dirs []string
 	for i := range entries {
 		e := &entries[i]
 		if at := m.baseLinks[e.Want.Path]; at != "" && m.changed(e) {
 			moved[e.Want.Path] = at
-			e.Path, e.Zone = at, ZoneEtc
-			e.Base, e.Differs = manifest.StateDiffers, []manifest.Attr{manifest.AttrType}
+			dirs = append(dirs, e.Want.Path)
 		}
 	}
-	if len(moved) == 0 {
+	if len(dirs) == 0 {
 		return
 	}
+	sort.Slice(dirs, func(i, j int) bool {
+		return len(dirs[i]) < len(dirs[j]) || len(dirs[i]) == len(dirs[j]) && dirs[i] < dirs[j]
+	})
 	for i := range entries {
 		e := &entries[i]
-		for dir, at := range moved {
-			if rest, ok := strings.CutPrefix(e.Want.Path, dir+"/"); ok {
-				e.Path, e.Zone = path.Join(at, rest), ZoneEtc
+		for _, dir := range dirs {
+			if e.Want.Path == dir {
+				e.Path = moved[dir]
+			} else if rest, ok := strings.CutPrefix(e.Want.Path, dir+"/"); ok {
+				e.Path = path.Join(moved[dir], rest)
+			} else {
+				continue
 			}
+			e.Zone = ZoneEtc
+			if _, ok := moved[e.Want.Path]; ok {
+				// The node's directory replaces whatever the base has.
+				e.Base, e.Differs = manifest.StateDiffers, []manifest.Attr{manifest.AttrType}
+			}
+			break
 		}
 		if e.Path != e.Want.Path {
 			e.RequestedPath = e.Want.Path
@@ -403,8 +447,10 @@ func (m merge) replaceLinks(entries []Entry) {
 // deployment, and reports whether it did: the merge makes every directory
 // above the path, opening through its symlinks each one the base has
 // (ensure_directory_from_template), and fails where the base has a file,
-// a dangling symlink or a symlink to a file. On a node, finalization
-// fails and it boots the layered image again.
+// a dangling symlink, a symlink to a file or a loop. On a node,
+// finalization fails and it boots the layered image again. A directory
+// the node's copy changes is copied first, in place of what the base has
+// there (copy_modified_config_file), so nothing below it is refused.
 func (m merge) refused(e *Entry) bool {
 	at := e.Want.Where()
 	if !under(at, "/etc") {
@@ -417,13 +463,20 @@ func (m merge) refused(e *Entry) bool {
 		}
 		var more bool
 		var err error
-		if what, more, err = m.mkdirs(rp); err != nil || what != "" {
+		what, more, err = m.mkdirs(rp)
+		switch {
+		case err != nil:
+			return false
+		case what != "" && m.nodeChanged(d):
+			what = "" // replaced by the node's copy, with all below it
+			return false
+		case what != "":
 			dir = d
 		}
-		return more && err == nil
+		return more
 	})
 	switch {
-	case errors.Is(err, render.ErrTooManyLinks):
+	case isLoop(err):
 		what = "a symlink loop"
 	case err != nil || what == "":
 		return false
@@ -435,18 +488,36 @@ func (m merge) refused(e *Entry) bool {
 	return true
 }
 
+// nodeChanged reports whether ostree's diff sees the node's copy of the
+// directory d (a path of the node's /etc) as modified or added, so that
+// the merge copies it: an owned directory the node's copy changes, or
+// one the image lacks or has as another type (the daemon made it).
+func (m merge) nodeChanged(d string) bool {
+	if m.changedDirs[d] {
+		return true
+	}
+	if m.layered == nil {
+		return false
+	}
+	have, ok, err := m.layered.Lstat(d)
+	return err == nil && (!ok || have.Type != manifest.Directory)
+}
+
 // mkdirs is what the merge finds at p in the base when it makes the
 // directories above a path it copies: what makes it fail ("" for a
 // directory, or nothing), and whether it looks further down (it makes
 // every directory below one the base lacks).
 func (m merge) mkdirs(p string) (what string, more bool, err error) {
 	have, ok, err := m.base.Lstat(p)
+	if isLoop(err) {
+		return "a symlink loop", false, nil
+	}
 	if err != nil || !ok {
 		return "", false, err
 	}
 	if have.Type == manifest.Symlink {
 		inside, err := render.Resolve(m.base, path.Join(p, "x"))
-		if errors.Is(err, render.ErrTooManyLinks) {
+		if isLoop(err) {
 			return "a symlink loop", false, nil
 		}
 		if err != nil {
@@ -454,6 +525,8 @@ func (m merge) mkdirs(p string) (what string, more bool, err error) {
 		}
 		to, ok, err := m.base.Lstat(path.Dir(inside))
 		switch {
+		case isLoop(err):
+			return "a symlink loop", false, nil
 		case err != nil:
 			return "", false, err
 		case !ok:
