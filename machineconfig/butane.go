@@ -95,22 +95,30 @@ func fromButane(file string, data []byte) ([]byte, []*FieldError, error) {
 // errors at the Butane field, with the line and column in the message.
 func butaneErrors(rpt report.Report, file, name string) []error {
 	var errs []error
-	for _, e := range butaneEntries(rpt, file, name, true, ReasonInvalid) {
+	for _, e := range butaneEntries(rpt, file, name, ReasonInvalid, func(e report.Entry) bool { return e.Kind.IsFatal() }) {
 		errs = append(errs, e)
 	}
 	return errs
 }
 
-// butaneWarnings are the other entries of a Butane report (unused keys,
-// which `butane` prints and `butane --strict` refuses), of ReasonUnused.
+// butaneWarnings are the unused keys of a Butane report (`butane`
+// prints them, `butane --strict` refuses them), of ReasonUnused. Its
+// other warnings (an enabled unit without [Install], …) are verify's own
+// rules.
 func butaneWarnings(rpt report.Report, file, name string) []*FieldError {
-	return butaneEntries(rpt, file, name, false, ReasonUnused)
+	return butaneEntries(rpt, file, name, ReasonUnused, func(e report.Entry) bool { return !e.Kind.IsFatal() && isUnusedKey(e.Message) })
 }
 
-func butaneEntries(rpt report.Report, file, name string, fatal bool, reason Reason) []*FieldError {
+// isUnusedKey reports whether a report message is Ignition's or Butane's
+// "unused key" warning.
+func isUnusedKey(msg string) bool { return strings.HasPrefix(strings.ToLower(msg), "unused key") }
+
+// butaneEntries turns the entries of a Butane report that keep selects
+// into field errors of reason.
+func butaneEntries(rpt report.Report, file, name string, reason Reason, keep func(report.Entry) bool) []*FieldError {
 	var out []*FieldError
 	for _, e := range rpt.Entries {
-		if e.Kind.IsFatal() != fatal {
+		if !keep(e) {
 			continue
 		}
 		msg := e.Message

@@ -148,7 +148,7 @@ func parseObject(file string, raw json.RawMessage, cache validCache) (*MachineCo
 		Digest: digest.FromBytes(raw), Spec: obj.Spec}
 	cfg, fields, warnings, err := parseIgnition(obj.Spec.Config, cache)
 	if err != nil {
-		return nil, withContext(errors.Join(err, refusalsUnvalidated(obj.Spec.Config, err)), file, name, nil)
+		return nil, withContext(errors.Join(err, specErrors(obj.Spec), refusalsUnvalidated(obj.Spec.Config, err)), file, name, nil)
 	}
 	mc.Ignition, mc.fields = cfg, fields
 	for _, w := range append(unknownFields(raw), warnings...) {
@@ -292,7 +292,7 @@ func reportWarnings(rpt report.Report, raw []byte) []*FieldError {
 	var out []*FieldError
 	var units unitNameIndex
 	for _, e := range rpt.Entries {
-		if e.Kind.IsFatal() || !strings.HasPrefix(e.Message, "unused key") {
+		if e.Kind.IsFatal() || !isUnusedKey(e.Message) {
 			continue
 		}
 		if units == nil {

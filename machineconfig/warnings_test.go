@@ -18,7 +18,8 @@ import (
 // MachineConfig (Ignition's unused keys, fields the object and its spec
 // do not have) and for a Butane config (Butane's own warnings); the
 // MachineConfig still loads, with the default where a key was misspelt.
-// A wrong apiVersion is an error.
+// Other warnings (an enabled unit without [Install]) are verify's rules,
+// not these. A wrong apiVersion is an error.
 func TestWarnings(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, s string) string {
@@ -59,6 +60,11 @@ storage:
       mdoe: 0600
       contents:
         inline: x
+systemd:
+  units:
+    - name: noinstall.service
+      enabled: true
+      contents: "[Service]\nExecStart=/bin/true\n"
 `)
 	want := map[string][]string{
 		"99-typos": {
@@ -104,6 +110,7 @@ func TestRefusalsWithInvalidConfig(t *testing.T) {
 	_, err := machineconfig.Parse("bad.yaml", []byte(`kind: MachineConfig
 metadata: {name: 99-bad}
 spec:
+  kernelType: bogus
   config:
     ignition: {version: 3.4.0}
     storage:
@@ -118,7 +125,7 @@ spec:
 		got = append(got, field)
 	}
 	sort.Strings(got)
-	want := []string{"spec.config.storage.files[0].mode", "spec.config.storage.files[1].append", "spec.config.storage.files[2].contents.source", "spec.config.storage.files[2].path"}
+	want := []string{"spec.config.storage.files[0].mode", "spec.config.storage.files[1].append", "spec.config.storage.files[2].contents.source", "spec.config.storage.files[2].path", "spec.kernelType"}
 	if !slices.Equal(got, want) {
 		t.Errorf("Parse: errors at %q, want one at each of %q:\n%v", got, want, err)
 	}

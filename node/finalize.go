@@ -196,10 +196,9 @@ type BootCheck struct {
 	// boot, when it ran (what it found and repaired).
 	Finalized *FinalizedReport `json:"finalized,omitempty"`
 	// Awaiting is set, and Report nil, when the booted deployment is not
-	// the prepared one and the prepared one is still on disk, booted
-	// never: staged, or finalized for the next boot. Nothing was checked
-	// and the record is kept, for the safety net and the check of that
-	// boot.
+	// the prepared one and the prepared one is still to boot: staged, or
+	// finalized for the next boot. Nothing was checked and the record is
+	// kept, for the safety net and the check of that boot.
 	Awaiting *Deployment `json:"awaiting,omitempty"`
 }
 
@@ -209,7 +208,7 @@ type BootCheck struct {
 // against the stored MachineConfigs (Validate, on "/" of a booted node,
 // or on the deployment's directory otherwise), writes the report beside
 // the record and retires the record, so the check runs once. Before that
-// boot (the prepared deployment is still on disk and not booted) it
+// boot (the prepared deployment is staged, or the next to boot) it
 // checks nothing and keeps the record: see BootCheck.Awaiting. It only
 // reads and reports: it writes nothing the MachineConfigs own. It returns
 // nil and no error when there is nothing to check.
@@ -269,18 +268,31 @@ func Check(sysroot string, now func() time.Time) (*BootCheck, error) {
 	return bc, retire(dir, bc, now)
 }
 
-// awaiting returns the deployment a record prepared when it is still on
-// disk and is not the booted one; nil when there is none.
+// awaiting returns the deployment a record prepared when it is still to
+// boot: the staged deployment, or the one the next boot starts; nil when
+// there is none (a finalization that failed leaves the deployment on
+// disk, staged no more: it never boots).
 func awaiting(s *Sysroot, booted *Deployment, records []*Record) (*Deployment, error) {
-	ds, err := s.Deployments()
+	var next []*Deployment
+	staged, err := s.Staged(booted)
+	switch {
+	case err == nil:
+		next = append(next, staged)
+	case !errors.Is(err, ErrNothingStaged) && !errors.Is(err, ErrSeveralStaged) && !errors.Is(err, ErrStagedIsBooted):
+		return nil, err
+	}
+	pending, err := s.Pending(booted)
 	if err != nil {
 		return nil, err
 	}
+	if pending != nil {
+		next = append(next, pending)
+	}
 	for i := len(records) - 1; i >= 0; i-- {
 		r := records[i]
-		for _, d := range ds {
-			if !r.DryRun && d.Stateroot == r.Staged.Stateroot && d.Name() == r.Staged.Name() && d.Dir != booted.Dir {
-				return &d, nil
+		for _, d := range next {
+			if !r.DryRun && d.Stateroot == r.Staged.Stateroot && d.Name() == r.Staged.Name() {
+				return d, nil
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/coreos/ignition/v2/config/v3_5/types"
 
 	"github.com/mcbake/mcbake/machineconfig"
+	"github.com/mcbake/mcbake/manifest"
 )
 
 // TestSystemdSpecifiers: systemd 252 resolves %i %j %n %N %p, the
@@ -708,4 +709,40 @@ func TestSystemdEnablementCheck(t *testing.T) {
 		},
 		want: "ok", degrading: []string{},
 	}})
+}
+
+// TestStaleLinkDirectoryOwned: the directory of a link the daemon deletes
+// after every update stays as a MachineConfig gives it.
+func TestStaleLinkDirectoryOwned(t *testing.T) {
+	mcs, err := machineconfig.Parse("stale.yaml", []byte(`kind: MachineConfig
+metadata: {name: 99-stale}
+spec:
+  config:
+    ignition: {version: 3.4.0}
+    storage:
+      directories:
+        - {path: /etc/systemd/system/network-online.target.wants, mode: 448}
+    systemd:
+      units:
+        - name: ovs-configuration.service
+          enabled: true
+          contents: "[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=network-online.target\n"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Render(machineconfig.Merge(mcs), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range res.Entries {
+		switch e.Path {
+		case "/etc/systemd/system/network-online.target.wants":
+			if e.Type != manifest.Directory || e.Mode != 0o700 || e.Source.Field != "spec.config.storage.directories[0]" {
+				t.Errorf("%s = %s %o from %s, want the MachineConfig's directory, 0700", e.Path, e.Type, e.Mode, e.Source.Field)
+			}
+		case "/etc/systemd/system/network-online.target.wants/ovs-configuration.service":
+			t.Errorf("%s is rendered (%s), want it deleted as the daemon does", e.Path, e.Type)
+		}
+	}
 }

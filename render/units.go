@@ -165,6 +165,9 @@ func (r *renderer) removeStaleLinks(tree *systemctl.FS) {
 		// systemctl made the directory for the link; the daemon removes
 		// only the link, so the directory stays, empty.
 		dir := path.Dir(p)
+		if _, owned := r.index[dir]; owned {
+			continue // a MachineConfig's directory, as it wants it
+		}
 		if _, inRoot, err := lstatType(r.root, dir); err == nil && !inRoot {
 			r.add(Entry{Entry: manifest.Entry{Path: dir, Type: manifest.Directory, Mode: 0o755}}, src)
 		}

@@ -13,6 +13,9 @@ import (
 type Output struct {
 	Format string
 	File   string
+	// Flag names where File was given, for errors: "--format F=" or
+	// "--report".
+	Flag string
 }
 
 // parseOutputs reads --format values (FORMAT or FORMAT=FILE, repeatable)
@@ -36,7 +39,7 @@ func parseOutputs(values []string, report string) ([]Output, error) {
 		if !hasFile {
 			bare = append(bare, len(outs))
 		}
-		outs = append(outs, Output{Format: name, File: file})
+		outs = append(outs, Output{Format: name, File: file, Flag: "--format " + name + "="})
 	}
 	if len(bare) > 1 {
 		return nil, errors.New("several --format values without =FILE: give each but one a file")
@@ -45,7 +48,7 @@ func parseOutputs(values []string, report string) ([]Output, error) {
 		if len(bare) == 0 {
 			return nil, errors.New("--report names a file for the --format given without =FILE, and there is none")
 		}
-		outs[bare[0]].File = report
+		outs[bare[0]].File, outs[bare[0]].Flag = report, "--report"
 	}
 	seen := map[string]bool{}
 	for _, o := range outs {

@@ -14,11 +14,11 @@ func TestParseOutputs(t *testing.T) {
 		want    []Output
 		wantErr string
 	}{
-		{nil, "", []Output{{Format: "text"}}, ""},
-		{nil, "r.txt", []Output{{Format: "text", File: "r.txt"}}, ""},
-		{[]string{"json"}, "", []Output{{Format: "json"}}, ""},
-		{[]string{"junit=junit.xml", "sarif=out.sarif", "text"}, "", []Output{{"junit", "junit.xml"}, {"sarif", "out.sarif"}, {"text", ""}}, ""},
-		{[]string{"junit=junit.xml", "json"}, "r.json", []Output{{"junit", "junit.xml"}, {"json", "r.json"}}, ""},
+		{nil, "", []Output{{Format: "text", Flag: "--format text="}}, ""},
+		{nil, "r.txt", []Output{{Format: "text", File: "r.txt", Flag: "--report"}}, ""},
+		{[]string{"json"}, "", []Output{{Format: "json", Flag: "--format json="}}, ""},
+		{[]string{"junit=junit.xml", "sarif=out.sarif", "text"}, "", []Output{{"junit", "junit.xml", "--format junit="}, {"sarif", "out.sarif", "--format sarif="}, {"text", "", "--format text="}}, ""},
+		{[]string{"junit=junit.xml", "json"}, "r.json", []Output{{"junit", "junit.xml", "--format junit="}, {"json", "r.json", "--report"}}, ""},
 		{[]string{"yaml"}, "", nil, "want text, json, junit or sarif"},
 		{[]string{"json="}, "", nil, "empty file name"},
 		{[]string{"json", "text"}, "", nil, "several --format values without =FILE"},

@@ -118,7 +118,7 @@ func writeReports(cmd *cobra.Command, r *verify.Report, outs []Output) error {
 			return err
 		}
 		if o.File != "" {
-			err = writeFileAtomic("--format "+string(o.Format)+"=", o.File, b)
+			err = writeFileAtomic(o.Flag, o.File, b)
 		} else {
 			_, err = stdout.Write(b)
 		}
