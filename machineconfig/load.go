@@ -267,7 +267,7 @@ func parseStream(file string, data []byte, cache validCache) ([]*MachineConfig, 
 		for _, obj := range objs {
 			mc, err := parseObject(file, obj, cache)
 			if mc != nil {
-				mc.Warnings = slices.Concat(warnings, mc.Warnings)
+				mc.Warnings = capWarnings(slices.Concat(warnings, mc.Warnings))
 				mcs = append(mcs, mc)
 			}
 			if err != nil {

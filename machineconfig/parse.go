@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 
 	igerrors "github.com/coreos/ignition/v2/config/shared/errors"
 	v35 "github.com/coreos/ignition/v2/config/v3_5"
@@ -182,6 +183,34 @@ func refusalsUnvalidated(raw json.RawMessage, err error) error {
 	return errors.Join(out...)
 }
 
+// MaxWarnings is how many warnings a MachineConfig keeps: the rest are
+// counted in one more, so that a config of a million misspelt keys costs
+// a line, not a million.
+const MaxWarnings = 100
+
+// capWarnings keeps the first MaxWarnings of ws and counts the rest in
+// one more warning. A field (the key as written) or message that is not
+// printable on one line is quoted.
+func capWarnings(ws []*FieldError) []*FieldError {
+	unprintable := func(s string) bool { return strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 }
+	for _, w := range ws {
+		if unprintable(w.Field) {
+			w.Field = strconv.Quote(w.Field)
+		}
+		if unprintable(w.Msg) {
+			q := strconv.Quote(w.Msg)
+			w.Msg = q[1 : len(q)-1]
+		}
+	}
+	if len(ws) <= MaxWarnings {
+		return ws
+	}
+	last := ws[MaxWarnings-1]
+	more := &FieldError{File: last.File, MachineConfig: last.MachineConfig, Field: "spec", Reason: ReasonUnused,
+		Msg: fmt.Sprintf("and %d more fields nothing reads", len(ws)-MaxWarnings)}
+	return append(ws[:MaxWarnings:MaxWarnings], more)
+}
+
 // Fields a MachineConfig object has; the API server prunes any other
 // (spec.config is Ignition's, checked by Ignition).
 var (
@@ -291,12 +320,13 @@ func parseIgnition(raw json.RawMessage, cache validCache) (types.Config, map[str
 func reportWarnings(rpt report.Report, raw []byte) []*FieldError {
 	var out []*FieldError
 	var units unitNameIndex
+	read := false
 	for _, e := range rpt.Entries {
 		if e.Kind.IsFatal() || !isUnusedKey(e.Message) {
 			continue
 		}
-		if units == nil {
-			units = unitNames(raw)
+		if !read {
+			units, read = unitNames(raw), true
 		}
 		out = append(out, &FieldError{Field: ignitionField(e.Context.Path, units), Reason: ReasonUnused,
 			Msg: e.Message + ": Ignition ignores it, as the machine-config-daemon does"})

@@ -223,7 +223,7 @@ func Check(sysroot string, now func() time.Time) (*BootCheck, error) {
 	}
 	dir := filepath.Join(booted.Var(), VarRecordDir)
 	records, err := ReadRecords(filepath.Join(dir, RecordFile))
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) || err == nil && len(records) == 0 {
 		return nil, nil
 	}
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/mcbake/mcbake/node"
 )
 
@@ -81,4 +83,30 @@ func newestEntry(t *testing.T, boot string) (string, []byte) {
 		}
 	}
 	return best, content
+}
+
+// TestReadRecordsHostile: a record file that is not a regular file is
+// refused without blocking or reading it, null records are left out.
+func TestReadRecordsHostile(t *testing.T) {
+	dir := t.TempDir()
+	nulls := filepath.Join(dir, "nulls.json")
+	if err := os.WriteFile(nulls, []byte("[null, null]"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if rs, err := node.ReadRecords(nulls); err != nil || len(rs) != 0 {
+		t.Errorf("ReadRecords([null, null]) = %v, %v; want no record", rs, err)
+	}
+	zero := filepath.Join(dir, "zero.json")
+	if err := os.Symlink("/dev/zero", zero); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo.json")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{zero, fifo} {
+		if _, err := node.ReadRecords(f); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("ReadRecords(%s) = %v, want it refused as not a regular file", filepath.Base(f), err)
+		}
+	}
 }

@@ -4,12 +4,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 
 	"github.com/google/renameio/v2"
+	"golang.org/x/sys/unix"
 )
 
 // writeRecord appends rec to RecordDir/record.json of the staged
@@ -49,7 +52,7 @@ func writeVarRecord(d *Deployment, rec *Record, mcs []byte) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("writing the record: %w", err)
 	}
-	records, err := appendRecord(func() ([]byte, error) { return os.ReadFile(filepath.Join(dir, RecordFile)) }, rec)
+	records, err := appendRecord(func() ([]byte, error) { return readRecordFile(filepath.Join(dir, RecordFile)) }, rec)
 	if err != nil {
 		return err
 	}
@@ -74,6 +77,7 @@ func appendRecord(read func() ([]byte, error), rec *Record) ([]byte, error) {
 		if err := json.Unmarshal(b, &records); err != nil {
 			records = nil // an unreadable earlier record is replaced, not fatal
 		}
+		records = slices.DeleteFunc(records, func(r *Record) bool { return r == nil })
 	}
 	out, err := json.MarshalIndent(append(records, rec), "", "  ")
 	if err != nil {
@@ -82,9 +86,15 @@ func appendRecord(read func() ([]byte, error), rec *Record) ([]byte, error) {
 	return append(out, '\n'), nil
 }
 
-// ReadRecords reads the records of a record.json file, oldest first.
+// MaxRecordFile bounds the record file ReadRecords reads: each
+// prepare-revert appends one record of a few hundred bytes a path.
+const MaxRecordFile = 64 << 20
+
+// ReadRecords reads the records of a record.json file, oldest first. The
+// file must be a regular file of at most MaxRecordFile bytes; null
+// records are left out.
 func ReadRecords(file string) ([]*Record, error) {
-	b, err := os.ReadFile(file)
+	b, err := readRecordFile(file)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +102,35 @@ func ReadRecords(file string) ([]*Record, error) {
 	if err := json.Unmarshal(b, &records); err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
-	return records, nil
+	return slices.DeleteFunc(records, func(r *Record) bool { return r == nil }), nil
+}
+
+// readRecordFile reads a record file: a regular file of at most
+// MaxRecordFile bytes.
+func readRecordFile(file string) ([]byte, error) {
+	// O_NONBLOCK: a fifo there must not block the open.
+	f, err := os.OpenFile(file, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		return nil, err
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("%s: not a regular file (%s)", file, fi.Mode().Type())
+	case fi.Size() > MaxRecordFile:
+		return nil, fmt.Errorf("%s: %d bytes, more than a record file holds (%d)", file, fi.Size(), MaxRecordFile)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxRecordFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxRecordFile {
+		return nil, fmt.Errorf("%s: more than a record file holds (%d bytes)", file, MaxRecordFile)
+	}
+	return b, nil
 }
 
 // jsonIndent encodes v as indented JSON with a trailing newline.

@@ -125,9 +125,9 @@ func (r *renderer) units() {
 		}
 	}
 	r.batch(sc, "enable", enable)
-	r.batch(sc, "disable", disable)
-	r.removeStaleLinks(tree)
-	r.checkEnabled(sc)
+	unlinked := r.batch(sc, "disable", disable)
+	unlinked = append(unlinked, r.removeStaleLinks(tree)...)
+	r.checkEnabled(sc, unlinked)
 	for _, ns := range sc.NodeSpecifiers() {
 		u := r.unitNamed(ns.Origin)
 		r.fail(u.SourceOf("contents"), "unit %s: [Install] of %s uses %s, which only the node can resolve: an image cannot carry its enablement", u.Name, ns.Unit, ns.Specifier)
@@ -150,7 +150,7 @@ var StaleLinks = []string{
 // enablement and before its on-disk check. The removal's source is the
 // unit's enabled field when a MachineConfig has the unit, else its
 // systemd section.
-func (r *renderer) removeStaleLinks(tree *systemctl.FS) {
+func (r *renderer) removeStaleLinks(tree *systemctl.FS) (removed []string) {
 	for _, p := range StaleLinks {
 		if n, e := tree.Lstat(p); e < 0 || n.Kind == systemctl.Dir {
 			continue
@@ -160,7 +160,9 @@ func (r *renderer) removeStaleLinks(tree *systemctl.FS) {
 			src = u.SourceOf("enabled")
 		}
 		tree.SetTag(src)
-		tree.Unlink(p)
+		if tree.Unlink(p) == 0 {
+			removed = append(removed, p)
+		}
 		tree.SetTag(nil)
 		// systemctl made the directory for the link; the daemon removes
 		// only the link, so the directory stays, empty.
@@ -172,27 +174,47 @@ func (r *renderer) removeStaleLinks(tree *systemctl.FS) {
 			r.add(Entry{Entry: manifest.Entry{Path: dir, Type: manifest.Directory, Mode: 0o755}}, src)
 		}
 	}
+	return removed
 }
 
 // checkEnabled runs the machine-config-daemon's on-disk check of every
 // unit's enablement (checkUnitEnabled) once all are applied: a unit with
 // contents, not masked, and enabled set must not be disabled, masked or
 // not found when enabled is true, nor enabled when it is false.
-func (r *renderer) checkEnabled(sc *systemctl.Systemctl) {
+//
+// Asking systemctl about every unit reads every link for each, which
+// thousands of units make minutes, so it asks only where the answer can
+// be wrong. Only links removed after the enable (by the disable batch,
+// or the stale links) can leave a unit with enabled: true disabled: the
+// unit a removed link is named like, or every such unit when a removed
+// link is named like no unit with enabled: false (an alias). A unit with
+// enabled: false keeps none of its links in /etc after its own disable,
+// and a link elsewhere is "static" or "linked" to systemctl, never
+// "enabled": it is not asked about.
+func (r *renderer) checkEnabled(sc *systemctl.Systemctl, unlinked []string) {
+	ask, all := map[string]bool{}, false
+	for _, p := range unlinked {
+		n := path.Base(p)
+		switch u, ok := r.mcUnit(n); {
+		case ok && u.Enabled != nil && *u.Enabled:
+			ask[n] = true
+		case !ok || u.Enabled == nil:
+			all = true
+		}
+	}
 	for _, u := range r.m.Units {
-		if u.Enabled == nil || !HasContent(u.Contents) || u.Mask != nil && *u.Mask || !systemctl.ValidName(u.Name) {
+		if u.Enabled == nil || !*u.Enabled || !HasContent(u.Contents) || u.Mask != nil && *u.Mask || !systemctl.ValidName(u.Name) {
+			continue
+		}
+		if !all && !ask[u.Name] {
 			continue
 		}
 		state, e := sc.State(u.Name)
 		if e < 0 {
 			continue
 		}
-		bad := state == "enabled" || state == "enabled-runtime"
-		if *u.Enabled {
-			bad = state == "disabled" || state == "masked" || state == "masked-runtime" || state == "not-found"
-		}
-		if bad {
-			r.degrading = append(r.degrading, UnitCheck{Name: u.Name, Enabled: *u.Enabled, State: state, Source: u.SourceOf("enabled")})
+		if state == "disabled" || state == "masked" || state == "masked-runtime" || state == "not-found" {
+			r.degrading = append(r.degrading, UnitCheck{Name: u.Name, Enabled: true, State: state, Source: u.SourceOf("enabled")})
 		}
 	}
 }
@@ -331,10 +353,11 @@ func (r *renderer) recordUnit(name, state string, src machineconfig.Source) {
 }
 
 // batch runs one systemctl verb over units, as the MCD's enableUnits and
-// disableUnits do; a failure refuses every unit it concerns.
-func (r *renderer) batch(sc *systemctl.Systemctl, verb string, units []machineconfig.Unit) {
+// disableUnits do; a failure refuses every unit it concerns. It returns
+// the links the call removed.
+func (r *renderer) batch(sc *systemctl.Systemctl, verb string, units []machineconfig.Unit) (unlinked []string) {
 	if len(units) == 0 {
-		return
+		return nil
 	}
 	names := make([]string, len(units))
 	for i, u := range units {
@@ -345,7 +368,14 @@ func (r *renderer) batch(sc *systemctl.Systemctl, verb string, units []machineco
 	if verb == "disable" {
 		run = sc.Disable
 	}
-	r.failures(run(names), verb, "enabled", units[0], "systemctl "+verb+" "+strings.Join(names, " ")+": ")
+	res := run(names)
+	r.failures(res, verb, "enabled", units[0], "systemctl "+verb+" "+strings.Join(names, " ")+": ")
+	for _, c := range res.Changes {
+		if c.Type == systemctl.ChangeUnlink {
+			unlinked = append(unlinked, c.Path)
+		}
+	}
+	return unlinked
 }
 
 // failures refuses what a failed systemctl call concerns, at field of the

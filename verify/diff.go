@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 
 	"github.com/mcbake/mcbake/image"
 	"github.com/mcbake/mcbake/machineconfig"
@@ -23,9 +24,10 @@ type DiffOptions struct {
 	// machineconfig.Load) are what the node runs. When Image has no
 	// ownership manifest (an image built by others), the owned paths are
 	// derived from them (revert.DiffDerived); when the image or the file
-	// has one, they must be the MachineConfigs it records (the
-	// prediction follows the manifest), or Diff fails with
-	// ErrOtherMachineConfigs.
+	// has one, the prediction follows the manifest, and each difference
+	// from the MachineConfigs it records is logged as a warning (the
+	// digests differ for the same MachineConfig fetched from a cluster,
+	// which adds its own metadata).
 	MachineConfigs []string
 	Stdin          io.Reader
 	// Pool is the MachineConfigPool they are merged for ("" = inferred
@@ -43,10 +45,6 @@ type DiffOptions struct {
 // layered image and its manifest file is given.
 var ErrImageOrManifest = errors.New("give exactly one of the layered image and its manifest file")
 
-// ErrOtherMachineConfigs is wrapped by Diff's error when MachineConfigs
-// are given for an image whose manifest records others.
-var ErrOtherMachineConfigs = errors.New("the MachineConfigs given are not those the manifest records")
-
 // Diff reads the layered image's ownership manifest (from the image or
 // the file), opens and indexes the base, and predicts the revert with
 // revert.Diff. An image without a manifest (built by others) needs
@@ -61,7 +59,7 @@ func Diff(ctx context.Context, o DiffOptions) (_ *revert.Report, err error) {
 		return nil, err
 	}
 	if !derived && len(o.MachineConfigs) > 0 {
-		if err := sameMachineConfigs(m, o); err != nil {
+		if err := warnOtherMachineConfigs(m, o); err != nil {
 			return nil, err
 		}
 	}
@@ -76,10 +74,10 @@ func Diff(ctx context.Context, o DiffOptions) (_ *revert.Report, err error) {
 	return revert.Diff(m, ref, imageRef(o.Base, b.ID()), b.Tree())
 }
 
-// sameMachineConfigs reads the MachineConfigs given for an image with a
-// manifest and fails, naming the first difference, unless they are those
-// the manifest records.
-func sameMachineConfigs(m *manifest.Manifest, o DiffOptions) error {
+// warnOtherMachineConfigs reads the MachineConfigs given for an image
+// with a manifest and logs a warning for each difference from those the
+// manifest records, which the prediction follows.
+func warnOtherMachineConfigs(m *manifest.Manifest, o DiffOptions) error {
 	mcs, err := o.load()
 	if err != nil {
 		return err
@@ -89,10 +87,11 @@ func sameMachineConfigs(m *manifest.Manifest, o DiffOptions) error {
 		of = o.ManifestFile
 	}
 	for _, d := range staleness(m, mcs) {
+		msg := d.msg + " (" + of + " records its own MachineConfigs, which the prediction follows)"
 		if d.src.File != "" {
-			return fmt.Errorf("%s: %w: %s (%s records its own; without -f the prediction uses them)", d.src.File, ErrOtherMachineConfigs, d.msg, of)
+			msg = d.src.File + ": " + msg
 		}
-		return fmt.Errorf("%w: %s (%s records its own; without -f the prediction uses them)", ErrOtherMachineConfigs, d.msg, of)
+		slog.Warn(msg, "rule", RuleStaleImage)
 	}
 	return nil
 }

@@ -131,10 +131,10 @@ func (r *Report) junitCase(rule Rule) junitCase {
 	}
 	if len(failing) > 0 {
 		tc.Failure = &junitMessage{Message: fmt.Sprintf("%d finding(s): %s", len(failing), rule.Summary), Type: string(worst),
-			Body: strings.Join(failing, "\n\n")}
+			Body: xmlText(strings.Join(failing, "\n\n"))}
 	}
 	if len(other) > 0 {
-		tc.SystemOut = &junitText{Body: strings.Join(other, "\n\n")}
+		tc.SystemOut = &junitText{Body: xmlText(strings.Join(other, "\n\n"))}
 	}
 	return tc
 }
@@ -153,4 +153,19 @@ func findingText(f Finding) string {
 		fmt.Fprintf(&b, "\n  %s", p)
 	}
 	return b.String()
+}
+
+// xmlText replaces the characters XML 1.0 cannot hold (controls other
+// than tab, newline and carriage return, which a file or unit name may
+// carry) with U+FFFD: encoding/xml writes CDATA as it is.
+func xmlText(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\t' || r == '\n' || r == '\r':
+			return r
+		case r < 0x20 || r == 0xFFFE || r == 0xFFFF || r >= 0xD800 && r <= 0xDFFF:
+			return '\uFFFD'
+		}
+		return r
+	}, s)
 }

@@ -32,7 +32,7 @@ func (f *diffFlags) register(cmd *cobra.Command, allowManifest bool) {
 	if allowManifest {
 		fl.StringVar(&f.manifestFile, "manifest", "", "the layered image's ownership manifest file (instead of --image)")
 	}
-	fl.StringArrayVarP(&f.mcs, "machineconfig", "f", nil, "the MachineConfig files or directories the image was built from (- for stdin), for an --image without an mcbake manifest (built by others); with a manifest, they must be the ones it records; repeatable")
+	fl.StringArrayVarP(&f.mcs, "machineconfig", "f", nil, "the MachineConfig files or directories the image was built from (- for stdin), for an --image without an mcbake manifest (built by others); with a manifest, a difference from the ones it records is a warning; repeatable")
 	cli.AddPoolFlag(cmd)
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress output")
 	_ = cmd.MarkFlagRequired("base")
@@ -78,8 +78,8 @@ Containerfile running ignition-apply) needs -f with the MachineConfigs it was
 built from: the owned paths are what the machine-config-daemon writes for them
 on a node that runs the image, and a path counts as unmodified on the node only
 where the image's own default is exactly that. For an image with a manifest
-(or --manifest), -f is a check: the MachineConfigs must be those it records,
-or diff and plan stop with exit 2.
+(or --manifest), the prediction follows the manifest, and -f is a check: each
+difference from the MachineConfigs it records is logged as a warning.
 
 With --exit-code the exit status says whether there is a difference, as
 diffoci's does: 0 when a revert clobbers nothing, 1 when it clobbers at
