@@ -192,7 +192,9 @@ const MaxWarnings = 100
 // one more warning. A field (the key as written) or message that is not
 // printable on one line is quoted.
 func capWarnings(ws []*FieldError) []*FieldError {
-	unprintable := func(s string) bool { return strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 }
+	unprintable := func(s string) bool {
+		return strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0
+	}
 	for _, w := range ws {
 		if unprintable(w.Field) {
 			w.Field = strconv.Quote(w.Field)
