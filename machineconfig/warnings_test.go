@@ -130,3 +130,30 @@ spec:
 		t.Errorf("Parse: errors at %q, want one at each of %q:\n%v", got, want, err)
 	}
 }
+
+// TestWarningsBounded: a config of many misspelt keys keeps MaxWarnings
+// of them and counts the rest in one more; a key with control characters
+// is quoted, so that every warning is one printable line.
+func TestWarningsBounded(t *testing.T) {
+	var keys []string
+	for i := range machineconfig.MaxWarnings + 50 {
+		keys = append(keys, fmt.Sprintf(`"k%d": 0`, i))
+	}
+	keys = append(keys, `"bad\nkey\u001b[2J": 0`)
+	doc := `{"kind": "MachineConfig", "metadata": {"name": "99-many"}, "spec": {"config": {"ignition": {"version": "3.4.0"}}, ` + strings.Join(keys, ", ") + `}}`
+	mcs, err := machineconfig.Parse("many.json", []byte(doc))
+	if err != nil || len(mcs) != 1 {
+		t.Fatalf("Parse = %v, %v", mcs, err)
+	}
+	ws := mcs[0].Warnings
+	if len(ws) != machineconfig.MaxWarnings+1 || ws[len(ws)-1].Msg != "and 51 more fields nothing reads" {
+		t.Fatalf("%d warnings, the last %q; want %d and the count of 51 more", len(ws), ws[len(ws)-1].Msg, machineconfig.MaxWarnings+1)
+	}
+	mcs, err = machineconfig.Parse("ctl.json", []byte(`{"kind": "MachineConfig", "metadata": {"name": "99-ctl"}, "spec": {"bad\nkey\u001b[2J": 0}}`))
+	if err != nil || len(mcs[0].Warnings) != 1 {
+		t.Fatalf("Parse = %v, %v", mcs, err)
+	}
+	if w := mcs[0].Warnings[0]; w.Field != `"spec.bad\nkey\x1b[2J"` || strings.ContainsAny(w.Error(), "\n\x1b") {
+		t.Errorf("warning %q at %q, want the field quoted and one printable line", w.Error(), w.Field)
+	}
+}
