@@ -73,14 +73,16 @@ type Spec struct {
 }
 
 type object struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Metadata   struct {
-		Name        string            `json:"name"`
-		Labels      map[string]string `json:"labels,omitempty"`
-		Annotations map[string]string `json:"annotations,omitempty"`
-	} `json:"metadata"`
-	Spec Spec `json:"spec"`
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Metadata   metadata `json:"metadata"`
+	Spec       Spec     `json:"spec"`
+}
+
+type metadata struct {
+	Name        string            `json:"name"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // FieldError is a problem with one field of one MachineConfig.
@@ -129,6 +131,7 @@ func parseObject(file string, raw json.RawMessage, cache validCache) (*MachineCo
 	if err := json.Unmarshal(raw, &obj); err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
+	top, spec := exactKeys(raw, &obj)
 	name := obj.Metadata.Name
 	ferr := func(field, msg string) error {
 		return &FieldError{File: file, MachineConfig: orUnnamed(name), Field: field, Reason: ReasonInvalid, Msg: msg}
@@ -152,7 +155,7 @@ func parseObject(file string, raw json.RawMessage, cache validCache) (*MachineCo
 		return nil, withContext(errors.Join(err, specErrors(obj.Spec), refusalsUnvalidated(obj.Spec.Config, err)), file, name, nil)
 	}
 	mc.Ignition, mc.fields = cfg, fields
-	for _, w := range append(unknownFields(raw), warnings...) {
+	for _, w := range append(unknownFields(top, spec), warnings...) {
 		w.File, w.MachineConfig = file, name
 		mc.Warnings = append(mc.Warnings, w)
 	}
@@ -181,6 +184,56 @@ func refusalsUnvalidated(raw json.RawMessage, err error) error {
 		}
 	}
 	return errors.Join(out...)
+}
+
+// exactKeys undoes what encoding/json read from a key that matches a
+// field only in another case ("Config" for config): the API server
+// matches keys exactly and drops such a key, so the cluster never
+// applies it (unknownFields warns of it).
+// It returns the object's keys and its spec's.
+func exactKeys(raw json.RawMessage, obj *object) (top, spec map[string]json.RawMessage) {
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(raw, &top) != nil {
+		return nil, nil
+	}
+	has := func(m map[string]json.RawMessage, k string) bool { _, ok := m[k]; return ok }
+	if !has(top, "apiVersion") {
+		obj.APIVersion = ""
+	}
+	if !has(top, "kind") {
+		obj.Kind = ""
+	}
+	if !has(top, "metadata") || json.Unmarshal(top["metadata"], &meta) != nil {
+		obj.Metadata = metadata{}
+	} else {
+		if !has(meta, "name") {
+			obj.Metadata.Name = ""
+		}
+		if !has(meta, "labels") {
+			obj.Metadata.Labels = nil
+		}
+		if !has(meta, "annotations") {
+			obj.Metadata.Annotations = nil
+		}
+	}
+	if !has(top, "spec") || json.Unmarshal(top["spec"], &spec) != nil {
+		obj.Spec = Spec{}
+		return top, nil
+	}
+	for k, zero := range map[string]func(){
+		"osImageURL":                     func() { obj.Spec.OSImageURL = "" },
+		"baseOSExtensionsContainerImage": func() { obj.Spec.BaseOSExtensionsContainerImage = "" },
+		"config":                         func() { obj.Spec.Config = nil },
+		"kernelArguments":                func() { obj.Spec.KernelArguments = nil },
+		"extensions":                     func() { obj.Spec.Extensions = nil },
+		"fips":                           func() { obj.Spec.FIPS = false },
+		"kernelType":                     func() { obj.Spec.KernelType = "" },
+	} {
+		if !has(spec, k) {
+			zero()
+		}
+	}
+	return top, spec
 }
 
 // MaxWarnings is how many warnings a MachineConfig keeps: the rest are
@@ -220,15 +273,11 @@ var (
 	specFields   = []string{"osImageURL", "baseOSExtensionsContainerImage", "config", "kernelArguments", "extensions", "fips", "kernelType"}
 )
 
-// unknownFields warns of the fields of the object raw, and of its spec,
-// that a MachineConfig does not have.
-func unknownFields(raw json.RawMessage) []*FieldError {
+// unknownFields warns of the fields of an object (its keys top), and of
+// its spec, that a MachineConfig does not have.
+func unknownFields(top, spec map[string]json.RawMessage) []*FieldError {
 	var out []*FieldError
-	unknown := func(prefix string, b []byte, known []string) map[string]json.RawMessage {
-		var m map[string]json.RawMessage
-		if json.Unmarshal(b, &m) != nil {
-			return nil
-		}
+	unknown := func(prefix string, m map[string]json.RawMessage, known []string) {
 		keys := make([]string, 0, len(m))
 		for k := range m {
 			keys = append(keys, k)
@@ -240,11 +289,9 @@ func unknownFields(raw json.RawMessage) []*FieldError {
 					Msg: fmt.Sprintf("unknown field %s: a MachineConfig has no such field, and the API server drops it", strconv.Quote(k))})
 			}
 		}
-		return m
 	}
-	if m := unknown("", raw, objectFields); m["spec"] != nil {
-		unknown("spec.", m["spec"], specFields)
-	}
+	unknown("", top, objectFields)
+	unknown("spec.", spec, specFields)
 	return out
 }
 

@@ -157,3 +157,31 @@ func TestWarningsBounded(t *testing.T) {
 		t.Errorf("warning %q at %q, want the field quoted and one printable line", w.Error(), w.Field)
 	}
 }
+
+// TestKeysMatchExactly: a key that matches a field only in another case
+// is not read (the API server drops it, so the cluster never applies it),
+// and is a warning.
+func TestKeysMatchExactly(t *testing.T) {
+	mcs, err := machineconfig.Parse("case.yaml", []byte(`kind: MachineConfig
+metadata: {name: 99-case}
+spec:
+  KernelArguments: [nosmt]
+  Config:
+    ignition: {version: 3.4.0}
+    storage: {files: [{path: /etc/fromConfig, contents: {source: "data:,x"}}]}
+`))
+	if err != nil || len(mcs) != 1 {
+		t.Fatalf("Parse = %v, %v", mcs, err)
+	}
+	mc := mcs[0]
+	if len(mc.Spec.KernelArguments) != 0 || len(mc.Ignition.Storage.Files) != 0 {
+		t.Errorf("read KernelArguments %v and %d files from keys in another case, want none", mc.Spec.KernelArguments, len(mc.Ignition.Storage.Files))
+	}
+	var fields []string
+	for _, w := range mc.Warnings {
+		fields = append(fields, w.Field)
+	}
+	if want := []string{"spec.Config", "spec.KernelArguments"}; !slices.Equal(fields, want) {
+		t.Errorf("warnings at %q, want %q", fields, want)
+	}
+}
