@@ -702,6 +702,19 @@ func TestSystemdEnablementCheck(t *testing.T) {
 			lacks(t, tree, "/network-online.target.requires/node-valid-hostname.service")
 		},
 	}, {
+		name: "an empty directory where the daemon deletes a leaked link",
+		base: map[string]string{"etc/systemd/system/network-online.target.wants/ovs-configuration.service/": ""},
+		want: "ok",
+		check: func(t *testing.T, tree map[string]sdNode) {
+			lacks(t, tree, "/network-online.target.wants/ovs-configuration.service")
+		},
+	}, {
+		name:    "a directory that is not empty where the daemon deletes a leaked link",
+		base:    map[string]string{"etc/systemd/system/network-online.target.wants/ovs-configuration.service/x": "x"},
+		units:   []types.Unit{unit("ec-e.service", on, svc("WantedBy=multi-user.target"))},
+		want:    "refused",
+		wantErr: "fails on a directory that is not empty",
+	}, {
 		name: "enabled and disabled units that do not touch",
 		units: []types.Unit{
 			unit("ec-c.service", on, svc("WantedBy=multi-user.target")),

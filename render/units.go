@@ -150,9 +150,16 @@ var StaleLinks = []string{
 // enablement and before its on-disk check. The removal's source is the
 // unit's enabled field when a MachineConfig has the unit, else its
 // systemd section.
+//
+// Like os.Remove, it removes an empty directory there and fails on one
+// that is not empty, as the daemon's update does. Where the directory
+// above the link is itself a symlink (a MachineConfig's), the link is
+// left alone: that is not a layout the daemon's workaround is for, and
+// os.Remove there would remove what the symlink leads to.
 func (r *renderer) removeStaleLinks(tree *systemctl.FS) (removed []string) {
 	for _, p := range StaleLinks {
-		if n, e := tree.Lstat(p); e < 0 || n.Kind == systemctl.Dir {
+		n, e := tree.Lstat(p)
+		if up, ue := tree.Lstat(path.Dir(p)); e < 0 || ue < 0 || up.Kind != systemctl.Dir {
 			continue
 		}
 		src := machineconfig.Source{MachineConfig: r.m.Name, Field: "spec.config.systemd"}
@@ -160,6 +167,15 @@ func (r *renderer) removeStaleLinks(tree *systemctl.FS) (removed []string) {
 			src = u.SourceOf("enabled")
 		}
 		tree.SetTag(src)
+		if n.Kind == systemctl.Dir {
+			if ents, _ := tree.ReadDir(p); len(ents) > 0 {
+				r.fail(src, "%s: the machine-config-daemon deletes it after every update (OCPBUGS-33694) and fails on a directory that is not empty", p)
+			} else {
+				r.check(src, "removing", p, tree.Rmdir(p))
+			}
+			tree.SetTag(nil)
+			continue
+		}
 		if tree.Unlink(p) == 0 {
 			removed = append(removed, p)
 		}
