@@ -220,17 +220,9 @@ func exactKeys(raw json.RawMessage, obj *object) (top, spec map[string]json.RawM
 		obj.Spec = Spec{}
 		return top, nil
 	}
-	for k, zero := range map[string]func(){
-		"osImageURL":                     func() { obj.Spec.OSImageURL = "" },
-		"baseOSExtensionsContainerImage": func() { obj.Spec.BaseOSExtensionsContainerImage = "" },
-		"config":                         func() { obj.Spec.Config = nil },
-		"kernelArguments":                func() { obj.Spec.KernelArguments = nil },
-		"extensions":                     func() { obj.Spec.Extensions = nil },
-		"fips":                           func() { obj.Spec.FIPS = false },
-		"kernelType":                     func() { obj.Spec.KernelType = "" },
-	} {
+	for k, zero := range specFields {
 		if !has(spec, k) {
-			zero()
+			zero(&obj.Spec)
 		}
 	}
 	return top, spec
@@ -267,31 +259,40 @@ func capWarnings(ws []*FieldError) []*FieldError {
 }
 
 // Fields a MachineConfig object has; the API server prunes any other
-// (spec.config is Ignition's, checked by Ignition).
+// (spec.config is Ignition's, checked by Ignition). Each of the spec's
+// comes with what clears it in a Spec (exactKeys).
 var (
 	objectFields = []string{"apiVersion", "kind", "metadata", "spec", "status"}
-	specFields   = []string{"osImageURL", "baseOSExtensionsContainerImage", "config", "kernelArguments", "extensions", "fips", "kernelType"}
+	specFields   = map[string]func(*Spec){
+		"osImageURL":                     func(s *Spec) { s.OSImageURL = "" },
+		"baseOSExtensionsContainerImage": func(s *Spec) { s.BaseOSExtensionsContainerImage = "" },
+		"config":                         func(s *Spec) { s.Config = nil },
+		"kernelArguments":                func(s *Spec) { s.KernelArguments = nil },
+		"extensions":                     func(s *Spec) { s.Extensions = nil },
+		"fips":                           func(s *Spec) { s.FIPS = false },
+		"kernelType":                     func(s *Spec) { s.KernelType = "" },
+	}
 )
 
 // unknownFields warns of the fields of an object (its keys top), and of
 // its spec, that a MachineConfig does not have.
 func unknownFields(top, spec map[string]json.RawMessage) []*FieldError {
 	var out []*FieldError
-	unknown := func(prefix string, m map[string]json.RawMessage, known []string) {
+	unknown := func(prefix string, m map[string]json.RawMessage, known func(string) bool) {
 		keys := make([]string, 0, len(m))
 		for k := range m {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			if !slices.Contains(known, k) {
+			if !known(k) {
 				out = append(out, &FieldError{Field: prefix + k, Reason: ReasonUnused,
 					Msg: fmt.Sprintf("unknown field %s: a MachineConfig has no such field, and the API server drops it", strconv.Quote(k))})
 			}
 		}
 	}
-	unknown("", top, objectFields)
-	unknown("spec.", spec, specFields)
+	unknown("", top, func(k string) bool { return slices.Contains(objectFields, k) })
+	unknown("spec.", spec, func(k string) bool { _, ok := specFields[k]; return ok })
 	return out
 }
 
