@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/renameio/v2"
 	"golang.org/x/sys/unix"
+
+	"github.com/mcbake/mcbake/internal/readall"
 )
 
 // writeRecord appends rec to RecordDir/record.json of the staged
@@ -123,7 +125,7 @@ func readRecordFile(file string) ([]byte, error) {
 	case fi.Size() > MaxRecordFile:
 		return nil, fmt.Errorf("%s: %d bytes, more than a record file holds (%d)", file, fi.Size(), MaxRecordFile)
 	}
-	b, err := io.ReadAll(io.LimitReader(f, MaxRecordFile+1))
+	b, err := readall.Sized(io.LimitReader(f, MaxRecordFile+1), int(fi.Size())+1)
 	if err != nil {
 		return nil, err
 	}
