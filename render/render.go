@@ -71,14 +71,13 @@ type Result struct {
 	Degrading []UnitCheck
 }
 
-// UnitCheck is a unit whose enablement the machine-config-daemon checks
-// (checkUnitEnabled: a unit with contents, not masked, enabled set) and
-// what `systemctl is-enabled` then says.
+// UnitCheck is a unit with enabled: true whose enablement the
+// machine-config-daemon checks (checkUnitEnabled: a unit with contents,
+// not masked) and what `systemctl is-enabled` then says.
 type UnitCheck struct {
-	Name    string
-	Enabled bool
-	State   string
-	Source  machineconfig.Source
+	Name   string
+	State  string
+	Source machineconfig.Source
 }
 
 // Manifest returns the ownership manifest of the rendering; the

@@ -195,8 +195,9 @@ func (r *renderer) removeStaleLinks(tree *systemctl.FS) (removed []string) {
 
 // checkEnabled runs the machine-config-daemon's on-disk check of every
 // unit's enablement (checkUnitEnabled) once all are applied: a unit with
-// contents, not masked, and enabled set must not be disabled, masked or
-// not found when enabled is true, nor enabled when it is false.
+// contents, not masked, and enabled: true must not be disabled, masked or
+// not found (the daemon also checks that one with enabled: false is not
+// enabled, which cannot fail here: see below).
 //
 // Asking systemctl about every unit reads every link for each, which
 // thousands of units make minutes, so it asks only where the answer can
@@ -230,7 +231,7 @@ func (r *renderer) checkEnabled(sc *systemctl.Systemctl, unlinked []string) {
 			continue
 		}
 		if state == "disabled" || state == "masked" || state == "masked-runtime" || state == "not-found" {
-			r.degrading = append(r.degrading, UnitCheck{Name: u.Name, Enabled: true, State: state, Source: u.SourceOf("enabled")})
+			r.degrading = append(r.degrading, UnitCheck{Name: u.Name, State: state, Source: u.SourceOf("enabled")})
 		}
 	}
 }

@@ -138,7 +138,7 @@ func (c *checker) ownedManifest() *manifest.Manifest {
 func (c *checker) degradingUnits() {
 	for _, u := range c.rendered.Degrading {
 		c.add(RuleEnablementCheck, u.Source, path.Join(render.UnitDir, u.Name),
-			"unit %s has enabled: %t, but once the machine-config-daemon applied every unit, systemctl is-enabled says %s: its on-disk validation fails and the node goes Degraded", u.Name, u.Enabled, u.State)
+			"unit %s has enabled: true, but once the machine-config-daemon applied every unit, systemctl is-enabled says %s: its on-disk validation fails and the node goes Degraded", u.Name, u.State)
 	}
 }
 
