@@ -41,7 +41,8 @@ type Options struct {
 	// image's creation time (from --timestamp or SOURCE_DATE_EPOCH).
 	Timestamp time.Time
 	Images    image.Options
-	// CacheDir holds the base index cache ("" = no cache).
+	// CacheDir holds the base index cache and the new layers compressed
+	// before ("" = no cache).
 	CacheDir string
 	// Progress, when set, is told of the bytes read from each base layer.
 	Progress func(layer string, total, n int64)
@@ -256,7 +257,7 @@ func prepareAppend(b *image.Base, opts Options, tmp string) (*Prepared, image.Ap
 	if err != nil {
 		return nil, image.AppendOptions{}, err
 	}
-	lf, err := writeLayer(tmp, layerEntries(p.Rendered.Entries, extra, opts.Time()), opts.Compression)
+	lf, err := writeLayer(tmp, opts.CacheDir, layerEntries(p.Rendered.Entries, extra, opts.Time()), opts.Compression)
 	if err != nil {
 		return nil, image.AppendOptions{}, fmt.Errorf("writing the new layer: %w", err)
 	}

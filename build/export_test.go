@@ -2,3 +2,11 @@ package build
 
 // FromReference is fromReference, for the tests.
 var FromReference = fromReference
+
+// FakeCompressModule makes the built-layer cache work in a test binary,
+// which records no modules, as if the compression module were m.
+func FakeCompressModule(m string) (restore func()) {
+	saved := compressModule
+	compressModule = func() string { return m }
+	return func() { compressModule = saved }
+}

@@ -89,8 +89,26 @@ func toTar(e render.Entry, mtime time.Time) tarEntry {
 }
 
 // writeLayer writes the tar, compressed, to a temporary file in dir and
-// returns its digests. The caller removes the file.
-func writeLayer(dir string, entries []tarEntry, compression string) (lf *layerFile, err error) {
+// returns its digests. The caller removes the file. With a cacheDir, a
+// layer compressed before is copied from the cache instead of being
+// compressed again (builtCache).
+func writeLayer(dir, cacheDir string, entries []tarEntry, compression string) (lf *layerFile, err error) {
+	c, err := newBuiltCache(cacheDir, compression)
+	if err != nil {
+		return nil, err
+	}
+	var diffID digest.Digest
+	if c.dir != "" {
+		tarHash := sha256.New()
+		counter := &ocilayout.CountWriter{W: tarHash}
+		if err := writeTar(counter, entries); err != nil {
+			return nil, err
+		}
+		diffID = digest.NewDigest(digest.SHA256, tarHash)
+		if lf, ok := c.lookup(dir, diffID, counter.N); ok {
+			return lf, nil
+		}
+	}
 	f, err := os.CreateTemp(dir, "layer-*.blob")
 	if err != nil {
 		return nil, err
@@ -115,13 +133,17 @@ func writeLayer(dir string, entries []tarEntry, compression string) (lf *layerFi
 	if err := zw.Close(); err != nil {
 		return nil, err
 	}
-	return &layerFile{
+	lf = &layerFile{
 		path:      f.Name(),
 		digest:    digest.NewDigest(digest.SHA256, blobHash),
 		diffID:    digest.NewDigest(digest.SHA256, tarHash),
 		size:      counter.N,
 		mediaType: mediaType,
-	}, nil
+	}
+	if c.dir != "" && lf.diffID == diffID {
+		c.store(lf)
+	}
+	return lf, nil
 }
 
 func compressor(w io.Writer, compression string) (io.WriteCloser, string, error) {

@@ -1,0 +1,183 @@
+package build
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sync"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+	"github.com/opencontainers/go-digest"
+
+	"github.com/mcbake/mcbake/internal/atomicdir"
+	"github.com/mcbake/mcbake/internal/ocilayout"
+)
+
+// builtCache remembers the new layers a build compressed, so that a build
+// whose layer has the same tar (the same diff ID) copies the blob instead
+// of compressing it again (docs/design.md, The warm path). An entry is
+// CACHE/built/sha256/KEY, KEY covering builtCacheSchema, the compressor
+// (compressorID) and the diff ID. What is read from it is checked: its
+// blob is decompressed and must be the diff ID's tar, byte for byte, or
+// the layer is compressed again. Its zero value remembers nothing.
+type builtCache struct {
+	dir, compressor string
+	compression     string
+}
+
+// builtCacheSchema names the key's layout; change it when the key changes.
+const builtCacheSchema = "mcbake-built-layer-v1"
+
+// builtTempPrefix is the prefix of the cache's temporary files, the
+// base index cache's (README: Faults).
+const builtTempPrefix = ".mcbake-cache-"
+
+// compressModule is the version and checksum of the compression module
+// the binary was built with, "" when the binary does not record it.
+var compressModule = sync.OnceValue(func() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	for _, d := range bi.Deps {
+		if d.Path != "github.com/klauspost/compress" {
+			continue
+		}
+		if r := d.Replace; r != nil {
+			d = r
+		}
+		if d.Sum == "" {
+			return ""
+		}
+		return d.Path + " " + d.Version + " " + d.Sum
+	}
+	return ""
+})
+
+// compressorID names what compressor (below) makes of a tar: the
+// algorithm, its settings and the module's version. It must change when
+// compressor's settings do.
+func compressorID(compression string) (string, error) {
+	var id string
+	switch compression {
+	case "", Gzip:
+		id = "gzip DefaultCompression"
+	case Zstd:
+		id = "zstd EncoderConcurrency(1) SpeedDefault"
+	default:
+		return "", fmt.Errorf("compression %q: want gzip or zstd", compression)
+	}
+	return id + " " + compressModule(), nil
+}
+
+func newBuiltCache(cacheDir, compression string) (builtCache, error) {
+	id, err := compressorID(compression)
+	if err != nil || cacheDir == "" || compressModule() == "" {
+		return builtCache{}, err
+	}
+	return builtCache{dir: filepath.Join(cacheDir, "built", "sha256"), compressor: id, compression: compression}, nil
+}
+
+func (c builtCache) file(diffID digest.Digest) string {
+	h := sha256.New()
+	h.Write([]byte(builtCacheSchema + "\x00" + c.compressor + "\x00" + diffID.String()))
+	return filepath.Join(c.dir, hex.EncodeToString(h.Sum(nil)))
+}
+
+// lookup copies the cached blob of the tar diffID, tarSize bytes, into
+// a temporary file in dir, checking on the way that it decompresses to
+// that tar. Any problem, a missing entry included, reports false.
+func (c builtCache) lookup(dir string, diffID digest.Digest, tarSize int64) (*layerFile, bool) {
+	f, err := os.Open(c.file(diffID))
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	out, err := os.CreateTemp(dir, "layer-*.blob")
+	if err != nil {
+		return nil, false
+	}
+	lf, err := c.copyChecked(f, out, diffID, tarSize)
+	if err = errors.Join(err, out.Close()); err != nil {
+		os.Remove(out.Name())
+		return nil, false
+	}
+	lf.path = out.Name()
+	return lf, true
+}
+
+func (c builtCache) copyChecked(f io.Reader, out io.Writer, diffID digest.Digest, tarSize int64) (*layerFile, error) {
+	blobHash := sha256.New()
+	counter := &ocilayout.CountWriter{W: io.MultiWriter(out, blobHash)}
+	// A byte reader: the decompressor reads no further than its stream.
+	blob := bufio.NewReader(io.TeeReader(f, counter))
+	tarHash := sha256.New()
+	var mediaType string
+	switch c.compression {
+	case "", Gzip:
+		zr, err := gzip.NewReader(blob)
+		if err != nil {
+			return nil, err
+		}
+		zr.Multistream(false)
+		if err := copySized(tarHash, zr, tarSize); err != nil {
+			return nil, err
+		}
+		mediaType = mediaTypeGzip
+	case Zstd:
+		zr, err := zstd.NewReader(blob, zstd.WithDecoderConcurrency(1))
+		if err != nil {
+			return nil, err
+		}
+		defer zr.Close()
+		if err := copySized(tarHash, zr, tarSize); err != nil {
+			return nil, err
+		}
+		mediaType = mediaTypeZstd
+	}
+	// What compressor wrote ends where the stream does.
+	if _, err := blob.ReadByte(); err != io.EOF {
+		return nil, errors.New("data after the compressed stream")
+	}
+	if got := digest.NewDigest(digest.SHA256, tarHash); got != diffID {
+		return nil, fmt.Errorf("decompresses to %s", got)
+	}
+	return &layerFile{digest: digest.NewDigest(digest.SHA256, blobHash), diffID: diffID, size: counter.N, mediaType: mediaType}, nil
+}
+
+// copySized copies exactly n bytes from r to w, and checks that r ends
+// there.
+func copySized(w io.Writer, r io.Reader, n int64) error {
+	if _, err := io.CopyN(w, r, n); err != nil {
+		return err
+	}
+	if m, err := io.Copy(io.Discard, io.LimitReader(r, 1)); err != nil || m != 0 {
+		return errors.New("longer than its tar")
+	}
+	return nil
+}
+
+// store remembers lf's blob. A cache that cannot be written only costs
+// time: it is a warning.
+func (c builtCache) store(lf *layerFile) {
+	err := atomicdir.WriteCacheFile(c.file(lf.diffID), builtTempPrefix, func(f *os.File) error {
+		src, err := os.Open(lf.path)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		_, err = io.Copy(f, src)
+		return err
+	})
+	if err != nil {
+		slog.Warn("the new layer could not be cached; going on without it", "err", err)
+	}
+}
