@@ -21,8 +21,10 @@ DEMO      := _demo
 
 all: build
 
+# build: the CLI, from the tool module (tool/go.mod: containers/image,
+# storage and buildah); the library is the module at the root.
 build:
-	$(GO) build $(GOFLAGS_B) -ldflags "$(LDFLAGS)" -o bin/mcbake ./cmd/mcbake
+	$(GO) -C tool build $(GOFLAGS_B) -ldflags "$(LDFLAGS)" -o ../bin/mcbake ./cmd/mcbake
 
 # node: the static node binary (no cgo, no build tags), for every RHCOS.
 node:
@@ -30,6 +32,7 @@ node:
 
 vet:
 	$(GO) vet -tags "$(TAGS)" ./...
+	$(GO) -C tool vet -tags "$(TAGS)" ./...
 
 # deps: the Debian packages the tests use, when missing (as root).
 deps:
@@ -41,6 +44,7 @@ deps:
 test: deps
 	$(MAKE) --no-print-directory vet
 	$(GO) test -tags "$(TAGS)" -count=1 -timeout 20m ./...
+	$(GO) -C tool test -tags "$(TAGS)" -count=1 -timeout 20m ./...
 	cd examples/tekton && $(GO) test -count=1 ./...
 	cd examples/library && CGO_ENABLED=0 $(GO) vet ./... && CGO_ENABLED=0 $(GO) test -count=1 ./...
 	$(MAKE) --no-print-directory fuzz
@@ -54,7 +58,10 @@ fuzz-long:
 
 # Regenerate golden files: every package whose tests define -update.
 update-golden:
-	$(GO) test -tags "$(TAGS)" -count=1 $$(grep -l 'flag.Bool("update"' $$(git ls-files '*_test.go') | xargs -n1 dirname | sort -u | sed 's|^|./|') -update
+	for d in $$(grep -l 'flag.Bool("update"' $$(git ls-files '*_test.go') | xargs -n1 dirname | sort -u); do \
+	  case $$d in tool/*) m=tool p=./$${d#tool/} ;; *) m=. p=./$$d ;; esac; \
+	  $(GO) -C $$m test -tags "$(TAGS)" -count=1 $$p -update || exit 1; \
+	done
 
 demo: build
 	./hack/demo.sh

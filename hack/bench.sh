@@ -88,7 +88,7 @@ generate() {
   if [ "$(cat "$dir.stamp" 2>/dev/null)" != "$stamp" ]; then
     echo "generating $dir ($stamp, once)..." >&2
     rm -rf "$dir" "$dir.stamp"
-    go run -tags "$TAGS" ./internal/testbase/mkbase -o "$dir" "$@" >/dev/null
+    go -C tool run -tags "$TAGS" ./internal/mkbase -o "$(realpath -m "$dir")" "$@" >/dev/null
     echo "$stamp" >"$dir.stamp"
   fi
 }
@@ -151,7 +151,7 @@ if [ "$(cat "$B/ostree.stamp" 2>/dev/null)" != "$ostamp" ] || { $root && [ ! -d 
   rm -rf "$B/ostree.stamp" "$B/ostree-chunked" "$B/store"
   storage=()
   $root && storage=(-storage localhost/mcbake-bench/ostree:latest "${store[@]}")
-  generate "$B/ostree" "$ostamp" -size "$OSIZE" -files "$OFILES" -layers "$bulk" -ostree -chunked "$B/ostree-chunked" "${storage[@]}"
+  generate "$B/ostree" "$ostamp" -size "$OSIZE" -files "$OFILES" -layers "$bulk" -ostree -chunked "$Babs/ostree-chunked" "${storage[@]}"
 fi
 ogzip="oci:$B/ostree:latest" ochunked="oci:$B/ostree-chunked:latest" ostore="containers-storage:localhost/mcbake-bench/ostree:latest"
 o_gzip=$(median bash -c "$(decompress_cmd "$B/ostree")")
@@ -199,7 +199,7 @@ if [ "${BENCH_MEM:-1}" = 1 ]; then
     rm -rf "$B/mem.stamp" "$B/mem-chunked" "$B/mstore"
     storage=()
     $root && storage=(-storage localhost/mcbake-bench/mem:latest "${mstore[@]}")
-    generate "$B/mem" "$mstamp" -size 256MiB -files "$MFILES" -layers "$bulk" -ostree -chunked "$B/mem-chunked" "${storage[@]}"
+    generate "$B/mem" "$mstamp" -size 256MiB -files "$MFILES" -layers "$bulk" -ostree -chunked "$Babs/mem-chunked" "${storage[@]}"
   fi
   mforms=(gzip zstd:chunked)
   $root && mforms+=(containers-storage)

@@ -11,7 +11,7 @@ policy=hack/demo-policy.json
 mc=testdata/machineconfigs/rendered-worker-aws.json
 
 echo "==> generating the sample base into $out/base"
-echo "base manifest digest: $(go run -tags "$TAGS" ./internal/testbase/mkbase -o "$out/base")"
+echo "base manifest digest: $(go -C tool run -tags "$TAGS" ./internal/mkbase -o "$PWD/$out/base")"
 
 echo "==> mcbake build (cold: indexes the base)"
 ./bin/mcbake build --base "oci:$out/base:latest" -f "$mc" -o "oci:$out/layered:latest" \

@@ -2,82 +2,86 @@ package revert_test
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
-	"github.com/mcbake/mcbake/image"
-	"github.com/mcbake/mcbake/image/imagestest"
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/mcbake/mcbake/internal/baseindex"
+	"github.com/mcbake/mcbake/internal/ocilayout"
 	"github.com/mcbake/mcbake/internal/testbase"
-	"github.com/mcbake/mcbake/machineconfig"
+	"github.com/mcbake/mcbake/render"
 )
 
-// TestMain lets containers/image run its re-executed helpers out of the
-// test binary (build.Image writes images through it).
-func TestMain(m *testing.M) {
-	if image.InitReexec() {
-		return
-	}
-	os.Exit(m.Run())
-}
-
-// env is a test's private directories: TMPDIR, caches and an empty
-// registries.conf.
-type env struct {
-	dir, cache string
-	images     image.Options
-}
-
-// newEnv gives the test its own TMPDIR and cache directory. It uses
-// t.Setenv, so the test itself cannot be parallel (its subtests can).
-func newEnv(t *testing.T) *env {
+// indexBase writes the test base with opts as an OCI layout and indexes
+// it as a build indexes a base (internal/baseindex), without a cache. The
+// tests that build images with it are in tool/revert.
+func indexBase(t *testing.T, opts testbase.Options) render.Root {
 	t.Helper()
-	dir := t.TempDir()
-	return &env{dir: dir, cache: filepath.Join(dir, "cache"), images: imagestest.Isolate(t, dir)}
-}
-
-// writeBase writes the RHCOS-like test base with opts into the directory
-// name of the environment and returns its oci: reference.
-func (e *env) writeBase(t *testing.T, name string, opts testbase.Options) string {
-	t.Helper()
-	dir := filepath.Join(e.dir, name)
+	dir := filepath.Join(t.TempDir(), "base")
 	if _, err := testbase.Write(dir, opts); err != nil {
-		t.Fatalf("testbase.Write(%s): %v", name, err)
+		t.Fatalf("testbase.Write: %v", err)
 	}
-	return "oci:" + dir + ":latest"
+	layers, err := layoutLayers(dir)
+	if err != nil {
+		t.Fatalf("reading %s: %v", dir, err)
+	}
+	ix, err := baseindex.Build(context.Background(), layers, baseindex.Options{})
+	if err != nil {
+		t.Fatalf("indexing %s: %v", dir, err)
+	}
+	return baseindex.Root{Index: ix}
 }
 
-// openBase opens and indexes ref.
-func (e *env) openBase(t *testing.T, ref string) *image.Base {
-	t.Helper()
-	b, err := image.OpenBase(context.Background(), ref, image.BaseOptions{Images: e.images, CacheDir: e.cache})
-	if err != nil {
-		t.Fatalf("image.OpenBase(%s): %v", ref, err)
+// layoutLayers returns the layers of the image index.json names (of this
+// machine's platform, when it names an index).
+func layoutLayers(dir string) ([]baseindex.Layer, error) {
+	var idx v1.Index
+	if err := ocilayout.ReadJSON(filepath.Join(dir, "index.json"), &idx); err != nil {
+		return nil, err
 	}
-	t.Cleanup(func() {
-		if err := b.Close(); err != nil {
-			t.Errorf("closing %s: %v", ref, err)
+	if len(idx.Manifests) != 1 {
+		return nil, fmt.Errorf("index.json has %d entries, want 1", len(idx.Manifests))
+	}
+	d := idx.Manifests[0]
+	if d.MediaType == v1.MediaTypeImageIndex || d.MediaType == "application/vnd.docker.distribution.manifest.list.v2+json" {
+		var list v1.Index
+		if err := ocilayout.ReadJSON(ocilayout.BlobPath(dir, d.Digest.String()), &list); err != nil {
+			return nil, err
 		}
-	})
-	return b
-}
-
-// loadMCs loads MachineConfig files.
-func loadMCs(t *testing.T, files ...string) []*machineconfig.MachineConfig {
-	t.Helper()
-	mcs, err := machineconfig.Load(files, nil)
-	if err != nil {
-		t.Fatalf("machineconfig.Load(%v): %v", files, err)
+		found := false
+		for _, m := range list.Manifests {
+			if m.Platform != nil && m.Platform.OS == "linux" && m.Platform.Architecture == runtime.GOARCH {
+				d, found = m, true
+				break
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("no manifest for linux/%s", runtime.GOARCH)
+		}
 	}
-	return mcs
-}
-
-// parseMC parses one MachineConfig document.
-func parseMC(t *testing.T, doc string) []*machineconfig.MachineConfig {
-	t.Helper()
-	mcs, err := machineconfig.Parse("test.yaml", []byte(doc))
-	if err != nil {
-		t.Fatalf("machineconfig.Parse: %v", err)
+	var m v1.Manifest
+	if err := ocilayout.ReadJSON(ocilayout.BlobPath(dir, d.Digest.String()), &m); err != nil {
+		return nil, err
 	}
-	return mcs
+	var cfg v1.Image
+	if err := ocilayout.ReadJSON(ocilayout.BlobPath(dir, m.Config.Digest.String()), &cfg); err != nil {
+		return nil, err
+	}
+	if len(cfg.RootFS.DiffIDs) != len(m.Layers) {
+		return nil, fmt.Errorf("%d diff_ids for %d layers", len(cfg.RootFS.DiffIDs), len(m.Layers))
+	}
+	var layers []baseindex.Layer
+	for i, l := range m.Layers {
+		blob := ocilayout.BlobPath(dir, l.Digest.String())
+		layers = append(layers, baseindex.Layer{
+			Digest: l.Digest, MediaType: l.MediaType, Size: l.Size, DiffID: cfg.RootFS.DiffIDs[i],
+			Open: func(context.Context) (io.ReadCloser, error) { return os.Open(blob) },
+		})
+	}
+	return layers, nil
 }

@@ -169,8 +169,7 @@ func compareLayers() []testbase.Layer {
 // compareIndex writes the default test base with layers and indexes it.
 func compareIndex(t *testing.T, opts testbase.Options) render.Root {
 	t.Helper()
-	e := newEnv(t)
-	return e.openBase(t, e.writeBase(t, "base", opts)).Tree()
+	return indexBase(t, opts)
 }
 
 // predict is revert.Predict, failing the test on an error.

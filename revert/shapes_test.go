@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mcbake/mcbake/internal/nodetest"
 	"github.com/mcbake/mcbake/internal/ostreetest"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/revert"
@@ -313,11 +314,11 @@ func (c shapeCase) check(t *testing.T) {
 	lRoot, bRoot := shapeTree(t, c.l), shapeTree(t, c.b)
 	m := &manifest.Manifest{Entries: append([]manifest.Entry(nil), c.owned...)}
 	m.Sort()
-	bt := openRoot(t, bRoot)
+	bt := nodetest.OpenRoot(t, bRoot)
 	var entries []revert.Entry
 	var err error
 	if c.derived {
-		entries, err = revert.PredictDerived(revert.Ownership{Manifest: m}, openRoot(t, lRoot), bt)
+		entries, err = revert.PredictDerived(revert.Ownership{Manifest: m}, nodetest.OpenRoot(t, lRoot), bt)
 	} else {
 		entries, err = revert.Predict(m, bt)
 	}
@@ -379,7 +380,7 @@ func (c shapeCase) checkRefused(t *testing.T, entries []revert.Entry, err error)
 // has.
 func asWantedOnNode(t *testing.T, newRoot string, me manifest.Entry) (bool, string) {
 	t.Helper()
-	rp := resolveOnNode(t, newRoot, me)
+	rp := nodetest.Resolve(t, newRoot, me)
 	host := filepath.Join(newRoot, rp)
 	if rp == "/var" || strings.HasPrefix(rp, "/var/") {
 		host = filepath.Join(ostreetest.VarDir(newRoot), strings.TrimPrefix(rp, "/var"))

@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mcbake/mcbake/cmd/internal/cli"
+	"github.com/mcbake/mcbake/internal/cli"
 )
 
 // version is set at link time (-X main.version=...).

@@ -1,8 +1,8 @@
-// Package imports holds the test that keeps mcbake's package map honest
+// Package imports holds the tests that keep mcbake's package map honest
 // (docs/design.md, "Packages"): the library packages a node or another
 // program imports build without cgo and without any containers/* module,
-// and only one package talks to each of containers/image+storage and
-// buildah.
+// the library's module requires none, and in the tool's module only one
+// package talks to each of containers/image+storage and buildah.
 package imports
 
 import (
@@ -18,7 +18,7 @@ const module = "github.com/mcbake/mcbake/"
 
 // pure are the packages that must build with CGO_ENABLED=0, no build tags,
 // and nothing from containers/* in their dependencies.
-var pure = []string{"machineconfig", "manifest", "render", "revert", "node", "cmd/mcbake-node"}
+var pure = []string{"machineconfig", "manifest", "render", "revert", "node", "cmd/mcbake-node", "internal/cli"}
 
 // containers are the module paths of the containers libraries, under both
 // their old and their new names.
@@ -30,11 +30,18 @@ type pkg struct {
 	Deps       []string
 }
 
-// list runs go list -json on patterns with env added to the environment.
-func list(t *testing.T, env []string, args ...string) []pkg {
+// The two modules' directories, from this package's.
+const (
+	libraryDir = "../.."
+	toolDir    = "../../tool"
+)
+
+// list runs go list -json on patterns in the module at dir with env
+// added to the environment.
+func list(t *testing.T, dir string, env []string, args ...string) []pkg {
 	t.Helper()
 	cmd := exec.Command("go", append([]string{"list", "-json"}, args...)...)
-	cmd.Dir = "../.."
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
@@ -71,7 +78,7 @@ func TestPurePackages(t *testing.T) {
 		patterns = append(patterns, "./"+p)
 	}
 	env := []string{"CGO_ENABLED=0", "GOFLAGS="}
-	for _, p := range list(t, env, patterns...) {
+	for _, p := range list(t, libraryDir, env, patterns...) {
 		for _, d := range p.Deps {
 			if isContainers(d) {
 				t.Errorf("%s depends on %s", p.ImportPath, d)
@@ -79,7 +86,7 @@ func TestPurePackages(t *testing.T) {
 		}
 	}
 	build := exec.Command("go", append([]string{"build"}, patterns...)...)
-	build.Dir = "../.."
+	build.Dir = libraryDir
 	build.Env = append(os.Environ(), env...)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Errorf("CGO_ENABLED=0 go build %v without tags: %v\n%s", patterns, err, out)
@@ -92,12 +99,13 @@ func TestPurePackages(t *testing.T) {
 // build and verify do not import each other. The longest matching prefix
 // decides.
 func TestOneDoor(t *testing.T) {
+	tool := module + "tool/"
 	doors := map[string]string{
-		"github.com/containers/image/":            module + "image",
-		"github.com/containers/storage":           module + "image",
-		"github.com/containers/common":            module + "image",
-		"github.com/containers/common/libnetwork": module + "build/buildah",
-		"github.com/containers/buildah":           module + "build/buildah",
+		"github.com/containers/image/":            tool + "image",
+		"github.com/containers/storage":           tool + "image",
+		"github.com/containers/common":            tool + "image",
+		"github.com/containers/common/libnetwork": tool + "build/buildah",
+		"github.com/containers/buildah":           tool + "build/buildah",
 	}
 	door := func(imp string) (string, bool) {
 		best := ""
@@ -108,14 +116,46 @@ func TestOneDoor(t *testing.T) {
 		}
 		return doors[best], best != ""
 	}
-	for _, p := range list(t, []string{"GOFLAGS=-tags=containers_image_openpgp,exclude_graphdriver_btrfs"}, "./...") {
+	for _, p := range list(t, toolDir, []string{"GOFLAGS=-tags=containers_image_openpgp,exclude_graphdriver_btrfs"}, "./...") {
 		for _, imp := range p.Imports {
 			if d, ok := door(imp); ok && p.ImportPath != d {
 				t.Errorf("%s imports %s; only %s may", p.ImportPath, imp, d)
 			}
-			if p.ImportPath == module+"build" && imp == module+"verify" || p.ImportPath == module+"verify" && imp == module+"build" {
+			if p.ImportPath == tool+"build" && imp == tool+"verify" || p.ImportPath == tool+"verify" && imp == tool+"build" {
 				t.Errorf("%s imports %s: build and verify never import each other", p.ImportPath, imp)
 			}
 		}
+	}
+}
+
+// TestLibraryModule: the library's go.mod requires no containers/*
+// module, nor the tool's, so that a program importing mcbake (the
+// machine-config-daemon) keeps its own versions of them: Go's version
+// selection takes the highest any go.mod in the build requires. (What
+// the library's own dependencies require, Ignition's libhvee, comes with
+// them whoever imports them.)
+func TestLibraryModule(t *testing.T) {
+	cmd := exec.Command("go", "mod", "graph")
+	cmd.Dir = libraryDir
+	cmd.Env = append(os.Environ(), "GOFLAGS=")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go mod graph: %v", err)
+	}
+	self := strings.TrimSuffix(module, "/")
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		from, to, _ := strings.Cut(line, " ")
+		if from != self {
+			continue
+		}
+		n++
+		if path, _, _ := strings.Cut(to, "@"); isContainers(path+"/") || strings.HasPrefix(path, module) {
+			t.Errorf("the library's go.mod requires %s", to)
+		}
+	}
+	if n == 0 {
+		t.Fatalf("go mod graph in %s lists no requirement of %s", libraryDir, self)
 	}
 }

@@ -1,0 +1,417 @@
+// Package build bakes MachineConfigs into a layered OS image: it indexes
+// the base image (streaming its layers once, or reading the cached index),
+// renders the MachineConfigs against it, records the ownership manifest
+// with the base's state of every owned path, and appends one reproducible
+// layer carrying the rendered files and the manifest. The base's layers
+// are reused as they are.
+package build
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/mcbake/mcbake/internal/atomicdir"
+	"github.com/mcbake/mcbake/machineconfig"
+	"github.com/mcbake/mcbake/manifest"
+	"github.com/mcbake/mcbake/render"
+	"github.com/mcbake/mcbake/tool/image"
+	"github.com/opencontainers/go-digest"
+)
+
+// Options configure a build.
+type Options struct {
+	// Base and Output are containers-transport references (Output is a
+	// directory for RenderOnly).
+	Base, Output   string
+	MachineConfigs []*machineconfig.MachineConfig
+	// LoadMachineConfigs, when set, loads the MachineConfigs (replacing
+	// MachineConfigs) while the base is opened: on a warm build the two
+	// take about as long, and neither needs the other. Its error wins
+	// over the base's, and cancels the opening.
+	LoadMachineConfigs func() ([]*machineconfig.MachineConfig, error)
+	// Compression of the new layer: Gzip (default) or Zstd.
+	Compression string
+	// Timestamp is the mtime of every entry of the new layer and the
+	// image's creation time (from --timestamp or SOURCE_DATE_EPOCH).
+	Timestamp time.Time
+	Images    image.Options
+	// CacheDir holds the base index cache and the new layers compressed
+	// before ("" = no cache).
+	CacheDir string
+	// Progress, when set, is told of the bytes read from each base layer.
+	Progress func(layer string, total, n int64)
+	// PushProgress, when set, is told of every blob the append engine
+	// writes to the destination or finds there already.
+	PushProgress func(image.BlobProgress)
+	// Labels and Annotations are added to the image config's labels and
+	// the manifest's annotations (--label, --annotation); mcbake's own
+	// (io.mcbake.*, org.opencontainers.image.base.*) cannot be overridden.
+	Labels, Annotations map[string]string
+	// Engine builds the image; nil is the append engine (Image).
+	Engine Engine
+	// Platforms, when set, builds one image per platform of the base
+	// ("os/arch[/variant]", or AllPlatforms alone for every platform the
+	// base's index lists) and writes them under one OCI index: the append
+	// engine only. Images.Platform is then ignored.
+	Platforms []string
+	// ContainerfileAppend is a file of extra Containerfile instructions
+	// (RPM installs, say) for RenderOnly and engines that build a
+	// Containerfile; the append engine refuses it.
+	ContainerfileAppend string
+}
+
+// Engine builds the image of a prepared build from its Containerfile
+// context instead of appending the layer itself, e.g. build/buildah's.
+// Run calls it with the base closed (an engine opens the base again,
+// possibly in the same store).
+type Engine interface {
+	// Build writes the image of p to opts.Output and returns the digest
+	// of its manifest. The image must start with p.BaseDiffIDs.
+	Build(ctx context.Context, p *Prepared, opts Options) (digest.Digest, error)
+}
+
+// ErrAppendNeedsNoContainerfile is returned when the append engine is
+// given Containerfile instructions: it builds no Containerfile.
+var ErrAppendNeedsNoContainerfile = errors.New("extra Containerfile instructions need a Containerfile engine (buildah) or a render-only build")
+
+// ErrIndexNeedsAppend is returned for a multi-platform build with another
+// engine than append, or a render-only one.
+var ErrIndexNeedsAppend = errors.New("a multi-platform build (an index) needs the append engine")
+
+// ErrPushNeedsAppend is returned when an engine other than append is given
+// signing or destination-only registry settings, which it cannot apply
+// (buildah reads and writes with one configuration).
+var ErrPushNeedsAppend = errors.New("signing and destination registry settings need the append engine")
+
+// Run builds the layered image with opts.Engine (the append engine when
+// nil).
+func Run(ctx context.Context, opts Options) (*Result, error) {
+	if len(opts.Platforms) > 0 && opts.Engine != nil {
+		return nil, ErrIndexNeedsAppend
+	}
+	if opts.Engine != nil && (opts.Images.Sign != (image.Signing{}) || opts.Images.Destination != (image.Registry{})) {
+		return nil, ErrPushNeedsAppend
+	}
+	if opts.Engine == nil {
+		if opts.ContainerfileAppend != "" {
+			return nil, ErrAppendNeedsNoContainerfile
+		}
+		return Image(ctx, opts)
+	}
+	p, err := prepareClosed(ctx, &opts)
+	if err != nil {
+		return nil, err
+	}
+	dgst, err := opts.Engine.Build(ctx, p, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Result{Digest: dgst, Manifest: p.Manifest, ManifestDigest: digest.FromBytes(p.ManifestJSON)}, nil
+}
+
+// RenderOnly is `mcbake build --render-only`: it renders the
+// MachineConfigs against opts.Base and writes the build context of
+// WriteContext into the directory opts.Output (not an image reference),
+// for buildah, podman, OpenShift Builds or Konflux to build.
+func RenderOnly(ctx context.Context, opts Options) (*Prepared, error) {
+	if len(opts.Platforms) > 0 {
+		return nil, ErrIndexNeedsAppend
+	}
+	if _, err := image.ParseReference(opts.Output); err == nil {
+		return nil, fmt.Errorf("output %q is an image reference: a render-only build writes its Containerfile and context to a directory", opts.Output)
+	}
+	p, err := prepareClosed(ctx, &opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := WriteContext(opts.Output, p, opts.ContainerfileAppend); err != nil {
+		return nil, fmt.Errorf("writing the build context %s: %w", opts.Output, err)
+	}
+	return p, nil
+}
+
+// prepareClosed opens and indexes the base, prepares the build and closes
+// the base again. opts.MachineConfigs are the loaded ones afterwards, for
+// an engine.
+func prepareClosed(ctx context.Context, opts *Options) (p *Prepared, err error) {
+	b, release, err := openBase(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, b.Close()); release() }()
+	return Prepare(b, *opts)
+}
+
+// Result describes a built image.
+type Result struct {
+	// Digest is the image's manifest digest, or the index's.
+	Digest   digest.Digest
+	Manifest *manifest.Manifest
+	// ManifestDigest is the sha256 of the embedded manifest's bytes.
+	ManifestDigest digest.Digest
+	// Platforms are the images of an index build, in index order; the
+	// fields above are then the first one's (Digest excepted).
+	Platforms []PlatformResult
+}
+
+// PlatformResult is one image of an index build.
+type PlatformResult struct {
+	Platform       string
+	Manifest       *manifest.Manifest
+	ManifestDigest digest.Digest
+}
+
+// Image builds the layered image with the append engine: one image, or
+// with opts.Platforms an index of one image per platform.
+func Image(ctx context.Context, opts Options) (_ *Result, err error) {
+	if len(opts.Platforms) > 0 {
+		return imageIndex(ctx, opts)
+	}
+	b, release, err := openBase(ctx, &opts)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, b.Close()); release() }()
+	tmpDir, err := atomicdir.MkdirTemp("", "mcbake-build-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, tmpDir.RemoveAll()) }()
+	p, ao, err := prepareAppend(b, opts, tmpDir.Path)
+	if err != nil {
+		return nil, err
+	}
+	dgst, err := image.Append(ctx, b.Image, opts.Output, ao, opts.Images)
+	if err != nil {
+		return nil, err // Append names the destination
+	}
+	return &Result{Digest: dgst, Manifest: p.Manifest, ManifestDigest: digest.FromBytes(p.ManifestJSON)}, nil
+}
+
+// openBase opens opts.Base while opts.LoadMachineConfigs, when set, loads
+// opts.MachineConfigs (docs/design.md, The warm path). A loading error
+// cancels the opening and is the one returned. The caller calls release
+// once it has closed the base: the index keeps the context it was opened
+// with, which stops a rebuild of a damaged cached view when ctx is
+// cancelled, and must not be cancelled before.
+func openBase(ctx context.Context, opts *Options) (_ *image.Base, release func(), _ error) {
+	load := opts.LoadMachineConfigs
+	if load == nil {
+		b, err := image.OpenBase(ctx, opts.Base, opts.baseOptions())
+		return b, func() {}, err
+	}
+	opts.LoadMachineConfigs = nil
+	ctx, cancel := context.WithCancelCause(ctx)
+	var mcs []*machineconfig.MachineConfig
+	var loadErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if mcs, loadErr = load(); loadErr != nil {
+			cancel(loadErr)
+		}
+	}()
+	b, err := image.OpenBase(ctx, opts.Base, opts.baseOptions())
+	<-done
+	opts.MachineConfigs = mcs
+	if loadErr != nil {
+		if b != nil {
+			loadErr = errors.Join(loadErr, b.Close())
+		}
+		cancel(nil)
+		return nil, nil, loadErr
+	}
+	if err != nil {
+		cancel(nil)
+		return nil, nil, err
+	}
+	return b, func() { cancel(nil) }, nil
+}
+
+// loadMachineConfigs runs opts.LoadMachineConfigs, when set, before a
+// build that opens its base more than once.
+func (o *Options) loadMachineConfigs() error {
+	if o.LoadMachineConfigs == nil {
+		return nil
+	}
+	var err error
+	o.MachineConfigs, err = o.LoadMachineConfigs()
+	o.LoadMachineConfigs = nil
+	return err
+}
+
+// prepareAppend prepares the build on b and writes its new layer into
+// tmp: what image.Append needs.
+func prepareAppend(b *image.Base, opts Options, tmp string) (*Prepared, image.AppendOptions, error) {
+	p, err := Prepare(b, opts)
+	if err != nil {
+		return nil, image.AppendOptions{}, err
+	}
+	extra, err := p.extra()
+	if err != nil {
+		return nil, image.AppendOptions{}, err
+	}
+	lf, err := writeLayer(tmp, opts.CacheDir, layerEntries(p.Rendered.Entries, extra, opts.Time()), opts.Compression)
+	if err != nil {
+		return nil, image.AppendOptions{}, fmt.Errorf("writing the new layer: %w", err)
+	}
+	return p, image.AppendOptions{
+		Layer: image.NewLayer{Path: lf.path, Digest: lf.digest, DiffID: lf.diffID, Size: lf.size, MediaType: lf.mediaType,
+			History: "mcbake build: " + strings.Join(p.names(), ",")},
+		Labels:      p.Labels(),
+		Annotations: p.Annotations(),
+		Created:     opts.Time(),
+		Progress:    opts.PushProgress,
+	}, nil
+}
+
+// Prepared is everything a build needs before writing an image: the base,
+// its tree, the rendering against it and the ownership manifest. Every
+// engine starts from it.
+type Prepared struct {
+	BaseRef    string
+	BaseDigest digest.Digest
+	// BaseDiffIDs are the base's layers' diff IDs: the built image starts
+	// with them.
+	BaseDiffIDs  []digest.Digest
+	Tree         render.Root
+	Rendered     *render.Result
+	Manifest     *manifest.Manifest
+	ManifestJSON []byte
+	// ExtraLabels and ExtraAnnotations are the caller's (Options.Labels,
+	// Options.Annotations), included in Labels and Annotations.
+	ExtraLabels, ExtraAnnotations map[string]string
+}
+
+// Prepare renders the MachineConfigs against an opened base and records
+// the manifest, with the base's state of every owned path.
+func Prepare(b *image.Base, opts Options) (*Prepared, error) {
+	merged := machineconfig.Merge(opts.MachineConfigs)
+	tree := b.Tree()
+	res, err := render.Render(merged, tree)
+	if err != nil {
+		return nil, err
+	}
+	m := res.Manifest(merged.MachineConfigs)
+	m.Base = &manifest.Image{Reference: portableName(opts.Base), Digest: b.Digest()}
+	for i := range m.Entries {
+		if m.Entries[i].Base, err = render.BaseState(tree, m.Entries[i]); err != nil {
+			return nil, fmt.Errorf("%s: %w", m.Entries[i].Path, err)
+		}
+	}
+	raw, err := manifest.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	p := &Prepared{BaseRef: opts.Base, BaseDigest: b.Digest(), Tree: tree, Rendered: res, Manifest: m, ManifestJSON: raw}
+	p.ExtraLabels, p.ExtraAnnotations = maps.Clone(opts.Labels), maps.Clone(opts.Annotations)
+	if err := p.checkExtra(); err != nil {
+		return nil, err
+	}
+	for _, l := range b.Layers() {
+		p.BaseDiffIDs = append(p.BaseDiffIDs, l.DiffID)
+	}
+	return p, nil
+}
+
+func (o Options) baseOptions() image.BaseOptions {
+	return image.BaseOptions{Images: o.Images, CacheDir: o.CacheDir, Progress: o.Progress}
+}
+
+func (p *Prepared) names() []string {
+	var n []string
+	for _, mc := range p.Manifest.MachineConfigs {
+		n = append(n, mc.Name)
+	}
+	return n
+}
+
+// Labels are the image config labels a build sets.
+func (p *Prepared) Labels() map[string]string {
+	l := maps.Clone(p.ExtraLabels)
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[image.LabelManifestDigest] = digest.FromBytes(p.ManifestJSON).String()
+	l[image.LabelBaseDigest] = p.BaseDigest.String()
+	l[image.LabelMachineConfigs] = strings.Join(p.names(), ",")
+	return l
+}
+
+// Annotations are the manifest annotations a build sets. The base's name
+// is only recorded when it means the same on any machine (see
+// portableName): a local path would make the digest depend on where the
+// base was and leak it into the image.
+func (p *Prepared) Annotations() map[string]string {
+	a := maps.Clone(p.ExtraAnnotations)
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[image.AnnotationBaseDigest] = p.BaseDigest.String()
+	if name := portableName(p.BaseRef); name != "" {
+		a[image.AnnotationBaseName] = name
+	}
+	return a
+}
+
+// checkExtra refuses caller labels and annotations that would replace
+// mcbake's own.
+func (p *Prepared) checkExtra() error {
+	for _, m := range []struct {
+		what  string
+		extra map[string]string
+	}{{"label", p.ExtraLabels}, {"annotation", p.ExtraAnnotations}} {
+		for k := range m.extra {
+			if strings.HasPrefix(k, "io.mcbake.") || strings.HasPrefix(k, "org.opencontainers.image.base.") {
+				return fmt.Errorf("%s %s is mcbake's own and cannot be set", m.what, k)
+			}
+		}
+	}
+	return nil
+}
+
+// extra returns the embedded manifest and the directories it needs that
+// neither the base nor the rendering has.
+func (p *Prepared) extra() ([]render.Entry, error) {
+	have := map[string]bool{}
+	for _, e := range p.Rendered.Entries {
+		have[e.Where()] = true
+	}
+	var out []render.Entry
+	for d := path.Dir(image.ManifestPath); d != "/"; d = path.Dir(d) {
+		if _, ok, err := p.Tree.Lstat(d); err != nil {
+			return nil, err
+		} else if ok || have[d] {
+			continue
+		}
+		out = append(out, render.Entry{Entry: manifest.Entry{Path: d, Type: manifest.Directory, Mode: 0o755}})
+	}
+	out = append(out, render.Entry{Entry: manifest.Entry{Path: image.ManifestPath, Type: manifest.File, Mode: 0o644,
+		Size: int64(len(p.ManifestJSON)), Digest: digest.FromBytes(p.ManifestJSON)}, Content: p.ManifestJSON})
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
+}
+
+// portableName is ref as a name that means the same on any machine, or "".
+func portableName(ref string) string {
+	r, err := image.ParseReference(ref)
+	if err != nil {
+		return ""
+	}
+	return r.Name()
+}
+
+// Time is the build's timestamp as images record it: opts.Timestamp in
+// whole seconds, UTC, and the Unix epoch when it is zero.
+func (o Options) Time() time.Time {
+	if o.Timestamp.IsZero() {
+		return time.Unix(0, 0).UTC()
+	}
+	return o.Timestamp.Truncate(time.Second).UTC()
+}

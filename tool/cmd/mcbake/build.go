@@ -1,0 +1,222 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mcbake/mcbake/machineconfig"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcbake/mcbake/internal/cli"
+	"github.com/mcbake/mcbake/tool/build"
+	"github.com/mcbake/mcbake/tool/build/buildah"
+	"github.com/mcbake/mcbake/tool/image"
+	"github.com/mcbake/mcbake/tool/internal/progress"
+)
+
+func newBuildCommand() *cobra.Command {
+	var (
+		files                 []string
+		img                   imageFlags
+		opts                  build.Options
+		timestamp, digestFile string
+		quiet, renderOnly     bool
+		engine                string
+		labels, annotations   []string
+	)
+	cmd := &cobra.Command{
+		Use:   "build --base IMAGE -f MC... -o IMAGE",
+		Short: "Bake MachineConfigs into a layered OS image, offline",
+		Long: `Build renders the MachineConfigs against the base image (owners resolve
+against its passwd/group, presets and unit files come from it, paths resolve
+through its symlinks) and appends one reproducible layer with the rendered
+files and the ownership manifest (/usr/share/mcbake/manifest.json). The base's
+layers are reused as they are. IMAGE is a containers-transport reference:
+oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE, dir:DIR,
+containers-storage:NAME or docker://REF.`,
+		Example: `  # offline, between OCI layouts
+  mcbake build --base oci:rhcos:4.18 -f worker.yaml -o oci:layered:latest --digestfile layered.digest
+
+  # in CI: from a registry into another repository of it, pushing only the new layer
+  mcbake build --base docker://quay.io/org/rhcos@sha256:... -f machineconfigs/ \
+    -o docker://quay.io/org/worker:4.18 --authfile auth.json --retry-times 3
+
+  # separate credentials for the base and the destination, and a sigstore signature
+  mcbake build --base docker://registry.example.com/os/rhcos:4.18 -f worker.yaml \
+    -o docker://quay.io/org/worker:4.18 --src-creds reader:$READ_TOKEN --dest-authfile push.json \
+    --sign-by-sigstore-private-key cosign.key --sign-passphrase-file cosign.pass
+
+  # every platform of a multi-platform base, under one index
+  mcbake build --base docker://quay.io/org/rhcos:4.18 -f worker.yaml -o docker://quay.io/org/worker:4.18 --platform all`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			imgOpts, cacheDir, err := img.options(cmd)
+			if err != nil {
+				return err
+			}
+			opts.Images, opts.CacheDir = imgOpts, cacheDir
+			if p := opts.Images.Platform; p == build.AllPlatforms || strings.Contains(p, ",") {
+				opts.Platforms, opts.Images.Platform = strings.Split(p, ","), ""
+			}
+			if opts.Timestamp, err = buildTime(timestamp); err != nil {
+				return err
+			}
+			opts.LoadMachineConfigs = func() ([]*machineconfig.MachineConfig, error) {
+				return cli.LoadMachineConfigs(cmd, files, cacheDir)
+			}
+			if opts.Labels, err = keyValues("--label", labels); err != nil {
+				return err
+			}
+			if opts.Annotations, err = keyValues("--annotation", annotations); err != nil {
+				return err
+			}
+			rep := progress.New(cmd.ErrOrStderr(), quiet)
+			opts.Progress = func(layer string, total, n int64) { rep.Update(short(layer), total, n) }
+			var pushed image.Transfer
+			opts.PushProgress = func(p image.BlobProgress) {
+				pushed.Add(p)
+				if !p.Skipped {
+					rep.Update("write "+short(p.Digest.String()), p.Size, p.Written)
+				}
+			}
+			if opts.Engine, err = engineNamed(engine); err != nil {
+				return err
+			}
+			if renderOnly {
+				p, err := build.RenderOnly(cmd.Context(), opts)
+				rep.Wait()
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: Containerfile and build context written\n", opts.Output)
+				return printSummary(cmd.ErrOrStderr(), opts.Output, p.Manifest)
+			}
+			digestOut, err := openOutput("--digestfile", digestFile)
+			if err != nil {
+				return err
+			}
+			defer digestOut.discard()
+			res, err := build.Run(cmd.Context(), opts)
+			rep.Wait()
+			if errors.Is(err, build.ErrAppendNeedsNoContainerfile) {
+				return errors.New("--containerfile-append needs --engine buildah or --render-only")
+			}
+			if errors.Is(err, build.ErrPushNeedsAppend) {
+				return errors.New("--sign-* and --dest-* need --engine append (buildah writes with the shared and --src-* settings)")
+			}
+			if errors.Is(err, build.ErrIndexNeedsAppend) {
+				return errors.New("--platform all or a list builds an index: only with --engine append, without --render-only")
+			}
+			if err != nil {
+				return err
+			}
+			if err := digestOut.commit([]byte(res.Digest.String())); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), res.Digest)
+			if quiet {
+				return nil
+			}
+			printTransfer(cmd.ErrOrStderr(), opts.Output, &pushed)
+			for _, p := range res.Platforms {
+				if err := printSummary(cmd.ErrOrStderr(), opts.Output+" "+p.Platform, p.Manifest); err != nil {
+					return err
+				}
+			}
+			if len(res.Platforms) > 0 {
+				return nil
+			}
+			return printSummary(cmd.ErrOrStderr(), opts.Output, res.Manifest)
+		},
+	}
+	img.registerPush(cmd)
+	img.register(cmd)
+	addMachineConfigFlag(cmd, &files)
+	fl := cmd.Flags()
+	fl.StringVar(&opts.Base, "base", "", "base image reference")
+	fl.StringVarP(&opts.Output, "output", "o", "", "destination image reference")
+	fl.StringVar(&opts.Compression, "compression", build.Gzip, "new layer compression: gzip or zstd")
+	fl.StringVar(&timestamp, "timestamp", "", "layer mtime and image creation time, Unix seconds (default: $SOURCE_DATE_EPOCH, else 0)")
+	fl.StringVar(&digestFile, "digestfile", "", "write the resulting image digest to this file")
+	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress output")
+	fl.StringVar(&engine, "engine", engineAppend, "append (native, default) or buildah (buildah's library, from templates/Containerfile.tmpl)")
+	fl.BoolVar(&renderOnly, "render-only", false, "write the Containerfile and its context to -o DIR for an external builder, build nothing")
+	fl.StringArrayVar(&labels, "label", nil, "KEY=VALUE label for the image config; repeatable")
+	fl.StringArrayVar(&annotations, "annotation", nil, "KEY=VALUE annotation for the image manifest; repeatable")
+	fl.StringVar(&opts.ContainerfileAppend, "containerfile-append", "", "extra Containerfile instructions (buildah engine and --render-only), e.g. RPM installs")
+	_ = cmd.MarkFlagRequired("base")
+	_ = cmd.MarkFlagRequired("output")
+	completeValues(cmd, "compression", build.Gzip, build.Zstd)
+	completeValues(cmd, "engine", engineAppend, engineBuildah)
+	return cmd
+}
+
+// Engines --engine names.
+const (
+	engineAppend  = "append"
+	engineBuildah = "buildah"
+)
+
+// engineNamed is the build.Engine --engine names (nil: append).
+func engineNamed(name string) (build.Engine, error) {
+	switch name {
+	case "", engineAppend:
+		return nil, nil
+	case engineBuildah:
+		return buildah.Engine{}, nil
+	}
+	return nil, fmt.Errorf("--engine %q: want append or buildah", name)
+}
+
+// buildTime picks --timestamp, else SOURCE_DATE_EPOCH, else the epoch.
+func buildTime(flag string) (time.Time, error) {
+	v, from := flag, "--timestamp"
+	if v == "" {
+		v, from = os.Getenv("SOURCE_DATE_EPOCH"), "SOURCE_DATE_EPOCH"
+	}
+	if v == "" {
+		return time.Unix(0, 0).UTC(), nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return time.Time{}, fmt.Errorf("%s %q: want Unix seconds", from, v)
+	}
+	return time.Unix(n, 0).UTC(), nil
+}
+
+// keyValues parses repeated KEY=VALUE flag values.
+func keyValues(flag string, values []string) (map[string]string, error) {
+	if len(values) == 0 {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, v := range values {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%s %q: want KEY=VALUE", flag, v)
+		}
+		out[k] = val
+	}
+	return out, nil
+}
+
+// printTransfer says what the write sent: the bytes of new blobs, and how
+// many blobs the destination had already (present, mounted or linked).
+func printTransfer(w io.Writer, dest string, t *image.Transfer) {
+	uploaded, written, skipped := t.Totals()
+	fmt.Fprintf(w, "%s: uploaded %d bytes (%s) in %d blob(s); %d blob(s) already there or mounted\n",
+		dest, uploaded, progress.Bytes(uploaded), written, skipped)
+}
+
+func short(digest string) string {
+	if len(digest) > 19 {
+		return digest[:19]
+	}
+	return digest
+}

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcbake/mcbake/tool/image"
+)
+
+// imageFlags are the flags every command that reads or writes images
+// takes, with skopeo's names and meanings.
+type imageFlags struct {
+	opts       image.Options
+	cacheDir   string
+	tlsVerify  bool
+	retryDelay string
+	// push is set by registerPush: the per-side flags of a command that
+	// also writes an image.
+	push *pushFlags
+}
+
+// pushFlags are the flags of the destination side and of signing.
+type pushFlags struct {
+	srcTLSVerify, destTLSVerify bool
+}
+
+func (f *imageFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.opts.SignaturePolicy, "signature-policy", "", "signature policy file (default: $HOME/.config/containers/policy.json, then /etc/containers/policy.json)")
+	fl.BoolVar(&f.opts.InsecurePolicy, "insecure-policy", false, "accept any image without a signature policy")
+	fl.StringVar(&f.opts.AuthFile, "authfile", "", "registry credentials file, containers-auth.json(5) (default: $REGISTRY_AUTH_FILE, else the usual auth.json)")
+	fl.StringVar(&f.opts.Creds, "creds", "", "registry credentials, USERNAME or USERNAME:PASSWORD (instead of the auth file)")
+	fl.StringVar(&f.opts.CertDir, "cert-dir", "", "directory with ca.crt and client certificates (*.cert, *.key) for registries (default: certs.d, containers-certs.d(5))")
+	fl.BoolVar(&f.tlsVerify, "tls-verify", true, "require HTTPS and verify registry certificates (default: registries.conf's choice)")
+	fl.StringVar(&f.opts.RegistriesConf, "registries-conf", "", "registries.conf file (default: $CONTAINERS_REGISTRIES_CONF, else the system's)")
+	fl.StringVar(&f.opts.RegistriesDir, "registries.d", "", "registries.d directory: signature storage and sigstore attachments (default: the system's)")
+	fl.IntVar(&f.opts.Retry.MaxRetry, "retry-times", 0, "retry a registry operation that failed with a transient error this many times")
+	fl.StringVar(&f.retryDelay, "retry-delay", "", "delay between retries, e.g. 2s (default: exponential backoff from 1s)")
+	platforms, usage := []string{"linux/amd64", "linux/arm64", "linux/ppc64le", "linux/s390x"}, "os/arch[/variant] to pick from a multi-platform image (default: the host's)"
+	if f.push != nil {
+		platforms, usage = append(platforms, "all"), usage+"; all, or a comma-separated list, builds one image per platform under an OCI index"
+	}
+	fl.StringVar(&f.opts.Platform, "platform", "", usage)
+	fl.StringVar(&f.opts.StorageRoot, "storage-root", "", "containers-storage root (default: from storage.conf)")
+	fl.StringVar(&f.opts.StorageRunRoot, "storage-runroot", "", "containers-storage run root (default: from storage.conf)")
+	fl.StringVar(&f.opts.StorageDriver, "storage-driver", "", "containers-storage driver (default: from storage.conf)")
+	fl.StringVar(&f.cacheDir, "cache-dir", "", "cache for base indexes and blob info (default: $XDG_CACHE_HOME/mcbake)")
+	completeValues(cmd, "storage-driver", "overlay", "vfs")
+	completeValues(cmd, "platform", platforms...)
+	completeDirs(cmd, "cert-dir", "registries.d", "storage-root", "storage-runroot", "cache-dir")
+	completeFiles(cmd, "json", "signature-policy", "authfile")
+	completeFiles(cmd, "conf", "registries-conf")
+}
+
+// registerPush adds the flags of a command that reads a base and writes
+// an image: each shared registry flag per side (skopeo copy's --src-* and
+// --dest-*, the shared flag as the default) and signing. It comes before
+// register.
+func (f *imageFlags) registerPush(cmd *cobra.Command) {
+	f.push = &pushFlags{}
+	fl := cmd.Flags()
+	for _, side := range []struct {
+		prefix, what string
+		r            *image.Registry
+		tls          *bool
+	}{
+		{"src", "the base", &f.opts.Source, &f.push.srcTLSVerify},
+		{"dest", "the destination", &f.opts.Destination, &f.push.destTLSVerify},
+	} {
+		fl.StringVar(&side.r.AuthFile, side.prefix+"-authfile", "", "credentials file for "+side.what+" (default: --authfile)")
+		fl.StringVar(&side.r.Creds, side.prefix+"-creds", "", "credentials, USERNAME or USERNAME:PASSWORD, for "+side.what+" (default: --creds)")
+		fl.StringVar(&side.r.CertDir, side.prefix+"-cert-dir", "", "certificate directory for "+side.what+" (default: --cert-dir)")
+		fl.BoolVar(side.tls, side.prefix+"-tls-verify", true, "require HTTPS and verify certificates for "+side.what+" (default: --tls-verify)")
+		completeDirs(cmd, side.prefix+"-cert-dir")
+		completeFiles(cmd, "json", side.prefix+"-authfile")
+	}
+	fl.StringVar(&f.opts.Sign.SigstorePrivateKey, "sign-by-sigstore-private-key", "", "sign the pushed image with this sigstore (cosign) private key file")
+	fl.StringVar(&f.opts.Sign.PassphraseFile, "sign-passphrase-file", "", "file whose first line is the signing key's passphrase")
+	fl.StringVar(&f.opts.Sign.By, "sign-by", "", "sign with this GPG key (simple signing; not available in builds with the containers_image_openpgp tag)")
+	completeFiles(cmd, "", "sign-by-sigstore-private-key", "sign-passphrase-file")
+}
+
+// options resolves the flags into image.Options; it also returns the
+// cache directory.
+func (f *imageFlags) options(cmd *cobra.Command) (image.Options, string, error) {
+	o := f.opts
+	fl := cmd.Flags()
+	if fl.Changed("tls-verify") {
+		o.TLSVerify = boolPtr(f.tlsVerify)
+	}
+	if f.push != nil {
+		if fl.Changed("src-tls-verify") {
+			o.Source.TLSVerify = boolPtr(f.push.srcTLSVerify)
+		}
+		if fl.Changed("dest-tls-verify") {
+			o.Destination.TLSVerify = boolPtr(f.push.destTLSVerify)
+		}
+	}
+	if o.Retry.MaxRetry < 0 {
+		return o, "", fmt.Errorf("--retry-times %d: want 0 or more", o.Retry.MaxRetry)
+	}
+	if f.retryDelay != "" {
+		d, err := time.ParseDuration(f.retryDelay)
+		if err != nil || d < 0 {
+			return o, "", fmt.Errorf("--retry-delay %q: want a duration such as 2s", f.retryDelay)
+		}
+		o.Retry.Delay = d
+	}
+	dir := f.cacheDir
+	if dir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			return o, "", fmt.Errorf("finding the cache directory (set --cache-dir or XDG_CACHE_HOME): %w", err)
+		}
+		dir = filepath.Join(base, "mcbake")
+	}
+	o.CacheDir = filepath.Join(dir, "blobinfo")
+	if err := os.MkdirAll(o.CacheDir, 0o755); err != nil {
+		// The caches only save time: without them a build reads every
+		// base layer again (containers/image keeps its blob-info cache in
+		// memory then).
+		slog.Warn("the cache directory cannot be used; going on without a cache", "dir", dir, "err", err)
+		return o, "", nil
+	}
+	return o, dir, nil
+}
+
+func boolPtr(v bool) *bool { return &v }
+
+// completeValues makes a flag complete to a fixed list of values.
+func completeValues(cmd *cobra.Command, flag string, values ...string) {
+	_ = cmd.RegisterFlagCompletionFunc(flag, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp))
+}
+
+// completeDirs makes flags complete to directories.
+func completeDirs(cmd *cobra.Command, flags ...string) {
+	for _, f := range flags {
+		_ = cmd.MarkFlagDirname(f)
+	}
+}
+
+// completeFiles makes flags complete to files with extension ext ("" =
+// any file).
+func completeFiles(cmd *cobra.Command, ext string, flags ...string) {
+	for _, f := range flags {
+		if ext == "" {
+			_ = cmd.MarkFlagFilename(f)
+		} else {
+			_ = cmd.MarkFlagFilename(f, ext)
+		}
+	}
+}

@@ -1,0 +1,17 @@
+package e2e
+
+import (
+	"os"
+	"testing"
+
+	"github.com/mcbake/mcbake/tool/image"
+)
+
+// TestMain lets containers/image run its re-executed helpers out of the
+// test binary (build.Run writes images through it).
+func TestMain(m *testing.M) {
+	if image.InitReexec() {
+		return
+	}
+	os.Exit(m.Run())
+}

@@ -1,0 +1,99 @@
+package image
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcbake/mcbake/tool/internal/registrytest"
+)
+
+// registryCase is a registry holding the base fixture at os/base:latest,
+// and options that reach it.
+func registryCase(t *testing.T) (*registrytest.Registry, Options, string) {
+	t.Helper()
+	if _, err := exec.LookPath("skopeo"); err != nil {
+		t.Skip("skopeo not installed (make test installs it): skipping the registry test")
+	}
+	reg := registrytest.Start(t)
+	opts := testEnv(t)
+	opts.Registry = Registry{Creds: registrytest.User + ":" + registrytest.Password, CertDir: reg.CertDir}
+	base, _ := baseFixture(t, t.TempDir())
+	return reg, opts, reg.Push(t, base, "os/base:latest")
+}
+
+// TestAppendRetriesAcrossRegistryRestart opens the base, stops the
+// registry, and pushes while it restarts: the push is retried and
+// succeeds; without retries it fails at once.
+func TestAppendRetriesAcrossRegistryRestart(t *testing.T) {
+	reg, opts, base := registryCase(t)
+	im := mustOpen(t, base, opts)
+	layer, _ := newLayerFixture(t, t.TempDir())
+	reg.Stop()
+	dest := "docker://" + reg.Host + "/ci/retried:latest"
+	if _, err := Append(context.Background(), im, dest, defaultAppend(layer), opts); err == nil || !retryable(err) {
+		t.Fatalf("Append to a stopped registry without retries = %v, want a transient error", err)
+	}
+	go func() { time.Sleep(1200 * time.Millisecond); reg.Start() }()
+	opts.Retry = Retry{MaxRetry: 5, Delay: 500 * time.Millisecond}
+	d, err := Append(context.Background(), im, dest, defaultAppend(layer), opts)
+	if err != nil {
+		t.Fatalf("Append across a registry restart: %v", err)
+	}
+	pushed := mustOpen(t, "docker://"+reg.Host+"/ci/retried@"+d.String(), opts)
+	if got := pushed.Layers(); len(got) != len(im.Layers())+1 {
+		t.Errorf("pushed image has %d layers, want %d", len(got), len(im.Layers())+1)
+	}
+}
+
+// TestOpenFailuresDoNotPanic opens registry images in every failing way:
+// each is an error naming the reference, none a panic, and none is
+// retried into success.
+func TestOpenFailuresDoNotPanic(t *testing.T) {
+	reg, opts, base := registryCase(t)
+	wrong := opts
+	wrong.Creds = registrytest.User + ":wrong"
+	untrusted := opts
+	untrusted.CertDir = t.TempDir()
+	stopped := opts
+	tests := []struct {
+		name string
+		ref  string
+		opts Options
+		want string
+	}{
+		{"wrong password", base, wrong, "authentication required"},
+		{"missing tag", "docker://" + reg.Host + "/os/base:nope", opts, "manifest unknown"},
+		{"missing repository", "docker://" + reg.Host + "/os/nothing:latest", opts, "manifest unknown"},
+		{"untrusted CA", base, untrusted, "x509: certificate signed by unknown authority"},
+		{"no such auth file", base, Options{Registry: Registry{AuthFile: "/nonexistent/auth.json"}, InsecurePolicy: true, CacheDir: opts.CacheDir}, "/nonexistent/auth.json"},
+		{"registry down", base, stopped, "connection refused"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.name == "registry down" {
+				reg.Stop()
+			}
+			tt.opts.Retry = Retry{MaxRetry: 1, Delay: 10 * time.Millisecond}
+			im, err := Open(context.Background(), tt.ref, tt.opts)
+			if err == nil {
+				im.Close()
+				t.Fatalf("Open succeeded")
+			}
+			if msg := err.Error(); !strings.Contains(msg, "opening "+tt.ref) && tt.name != "no such auth file" || !strings.Contains(msg, tt.want) {
+				t.Errorf("Open error %q, want it to name %s and say %q", msg, tt.ref, tt.want)
+			}
+		})
+	}
+}
+
+// TestOpenWithoutTLSVerification: --tls-verify=false reaches a registry
+// whose CA is not trusted.
+func TestOpenWithoutTLSVerification(t *testing.T) {
+	_, opts, base := registryCase(t)
+	opts.CertDir = t.TempDir()
+	opts.TLSVerify = new(bool)
+	mustOpen(t, base, opts)
+}

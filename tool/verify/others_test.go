@@ -1,0 +1,122 @@
+package verify
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/mcbake/mcbake/internal/testbase"
+	"github.com/mcbake/mcbake/revert"
+	"github.com/mcbake/mcbake/tool/image"
+)
+
+// othersConfig is what the image built by others bakes: a file, a link, a
+// directory and a disabled base unit.
+const othersConfig = `{
+  "storage": {
+    "files": [{"path": "/etc/mcbake/a.conf", "mode": 420, "contents": {"source": "data:,a%0A"}}],
+    "links": [{"path": "/etc/mcbake/link", "target": "a.conf"}],
+    "directories": [{"path": "/etc/mcbake/d", "mode": 488}]
+  },
+  "systemd": {"units": [{"name": "openvswitch.service", "enabled": false}]}
+}`
+
+// othersLayer is othersConfig as another builder baked it (docs/design.md,
+// "Images built by others"): the file with mode 0600 instead of the
+// machine-config-daemon's 0644, the link and the directory as the daemon
+// writes them, the unit's enablement link removed (systemctl disable ran
+// in the build), and no mcbake label.
+func othersLayer() testbase.Layer {
+	return testbase.Layer{
+		Files: []testbase.File{
+			{Path: "etc/mcbake/a.conf", Mode: 0o600, Content: []byte("a\n")},
+			{Path: "etc/mcbake/link", Type: tar.TypeSymlink, Mode: 0o777, Target: "a.conf"},
+			{Path: "etc/mcbake/d", Type: tar.TypeDir, Mode: 0o750},
+		},
+		Whiteouts: []string{"etc/systemd/system/multi-user.target.wants/openvswitch.service"},
+		Comment:   "an image built by others",
+	}
+}
+
+// othersOutcomes is what a revert of the image built by others to the
+// default base does: the path baked otherwise than the daemon writes it is
+// modified on the node and kept, and so is its directory, which the merge
+// recreates from the node's copy; the rest is the image's unmodified
+// default: removed, or, for the link the build already removed, restored.
+var othersOutcomes = map[string]revert.Outcome{
+	"/etc/mcbake":        revert.Kept,
+	"/etc/mcbake/a.conf": revert.Kept,
+	"/etc/mcbake/link":   revert.Removed,
+	"/etc/mcbake/d":      revert.Removed,
+	"/etc/systemd/system/multi-user.target.wants/openvswitch.service": revert.Restored,
+	"/etc/machine-config-daemon":                                      revert.Kept,
+	"/etc/machine-config-daemon/currentconfig":                        revert.Kept,
+}
+
+func TestDiffImageBuiltByOthers(t *testing.T) {
+	e := newEnv(t)
+	mc := e.mc("50-a", othersConfig)
+	others := e.writeBase("others", othersLayer())
+	o := DiffOptions{Base: e.base, Image: others, MachineConfigs: []string{mc}, Images: e.opts}
+	r, err := Diff(context.Background(), o)
+	if err != nil {
+		t.Fatalf("Diff(--image built by others -f): %v", err)
+	}
+	if r.Owned != revert.Derived || len(r.MachineConfigs) != 1 || r.MachineConfigs[0].Name != "50-a" || r.Image.Digest == "" {
+		t.Errorf("Diff: owned %q from %v, image %v; want derived from 50-a, with the image's digest", r.Owned, r.MachineConfigs, r.Image)
+	}
+	got := map[string]revert.Outcome{}
+	for _, en := range r.Entries {
+		got[en.Want.Path] = en.Outcome
+		if en.Image == nil {
+			t.Errorf("Diff: %s has no image state", en.Path)
+		}
+	}
+	if diff := cmp.Diff(othersOutcomes, got); diff != "" {
+		t.Errorf("Diff outcomes (-want +got):\n%s", diff)
+	}
+
+	o.MachineConfigs = nil
+	if _, err := Diff(context.Background(), o); !errors.Is(err, image.ErrNotLayered) {
+		t.Errorf("Diff(--image built by others, no MachineConfigs) = %v, want ErrNotLayered", err)
+	}
+}
+
+func TestRunImageBuiltByOthers(t *testing.T) {
+	e := newEnv(t)
+	mc := e.mc("50-a", othersConfig)
+	others := e.writeBase("others", othersLayer())
+	r := e.run(Options{MachineConfigs: []string{mc}, Base: e.base, Image: others})
+	if got, msgs := imageFindings(r); len(got) > 0 {
+		t.Errorf("image findings for an image built by others: %q (%q)", got, msgs)
+	}
+	notRun := map[string]string{}
+	for _, n := range r.NotRun {
+		notRun[n.Rule] = n.Reason
+	}
+	const why = "the image has no mcbake manifest (built by others)"
+	want := map[string]string{RuleManifestDrift: why, RuleStaleImage: why, RuleBaseMismatch: why}
+	if diff := cmp.Diff(want, notRun); diff != "" {
+		t.Errorf("rules not run (-want +got):\n%s", diff)
+	}
+	var paths []string
+	for _, f := range r.Findings {
+		if f.Rule == RuleRevertClobber {
+			paths = f.Paths
+		}
+	}
+	var wantPaths []string
+	for p, o := range othersOutcomes {
+		if o.Clobbers() {
+			wantPaths = append(wantPaths, p)
+		}
+	}
+	slices.Sort(wantPaths)
+	if diff := cmp.Diff(wantPaths, paths); diff != "" {
+		t.Errorf("%s paths (-want +got):\n%s", RuleRevertClobber, diff)
+	}
+}
