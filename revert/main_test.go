@@ -17,10 +17,10 @@ import (
 	"github.com/mcbake/mcbake/render"
 )
 
-// indexBase writes the test base with opts as an OCI layout and indexes
-// it as a build indexes a base (internal/baseindex), without a cache. The
-// tests that build images with it are in tool/revert.
-func indexBase(t *testing.T, opts testbase.Options) render.Root {
+// compareIndex writes the test base with opts as an OCI layout and
+// indexes it as a build indexes a base (internal/baseindex), without a
+// cache. The tests that build images on it are in tool/revert.
+func compareIndex(t *testing.T, opts testbase.Options) render.Root {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "base")
 	if _, err := testbase.Write(dir, opts); err != nil {

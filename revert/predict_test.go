@@ -166,12 +166,6 @@ func compareLayers() []testbase.Layer {
 	}
 }
 
-// compareIndex writes the default test base with layers and indexes it.
-func compareIndex(t *testing.T, opts testbase.Options) render.Root {
-	t.Helper()
-	return indexBase(t, opts)
-}
-
 // predict is revert.Predict, failing the test on an error.
 func predict(t *testing.T, m *manifest.Manifest, tree render.Root) []revert.Entry {
 	t.Helper()

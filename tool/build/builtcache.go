@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sync"
+	"syscall"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
@@ -96,11 +97,16 @@ func (c builtCache) file(diffID digest.Digest) string {
 // a temporary file in dir, checking on the way that it decompresses to
 // that tar. Any problem, a missing entry included, reports false.
 func (c builtCache) lookup(dir string, diffID digest.Digest, tarSize int64) (*layerFile, bool) {
-	f, err := os.Open(c.file(diffID))
+	// Non-blocking, and a regular file only: a fifo there must not hang
+	// the build.
+	f, err := os.OpenFile(c.file(diffID), os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, false
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, false
+	}
 	out, err := os.CreateTemp(dir, "layer-*.blob")
 	if err != nil {
 		return nil, false

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
@@ -69,6 +70,21 @@ func TestBuiltLayerCache(t *testing.T) {
 				if _, layer := run("planted", cache); layer != digest.FromBytes(planted.Bytes()) {
 					t.Fatalf("the build did not use the cache entry: layer %s, planted %s", layer, digest.FromBytes(planted.Bytes()))
 				}
+			}
+
+			// A fifo is not opened for reading (it would block), and is
+			// replaced.
+			if err := os.Remove(entry); err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Mkfifo(entry, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if res, _ := run("fifo", cache); res.Digest != clean.Digest {
+				t.Errorf("fifo entry: the build made %s, want %s", res.Digest, clean.Digest)
+			}
+			if got, err := os.ReadFile(entry); err != nil || !bytes.Equal(got, blob) {
+				t.Errorf("fifo entry: not replaced (%v)", err)
 			}
 
 			// Damaged entries are not used, and are replaced.

@@ -75,16 +75,6 @@ func loadMCs(t *testing.T, files ...string) []*machineconfig.MachineConfig {
 	return mcs
 }
 
-// parseMC parses one MachineConfig document.
-func parseMC(t *testing.T, doc string) []*machineconfig.MachineConfig {
-	t.Helper()
-	mcs, err := machineconfig.Parse("test.yaml", []byte(doc))
-	if err != nil {
-		t.Fatalf("machineconfig.Parse: %v", err)
-	}
-	return mcs
-}
-
 // diff is revert.Diff, failing the test on an error.
 func diff(t *testing.T, m *manifest.Manifest, image, base revert.ImageRef, tree render.Root) *revert.Report {
 	t.Helper()
