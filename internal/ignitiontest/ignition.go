@@ -109,7 +109,14 @@ func build() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(CacheDir(), fmt.Sprintf("ignition-%s-%s", version, runtime.Version()), "ignition")
+	// Built as Ignition's own build builds it, without the experiments
+	// mcbake is built with (GOEXPERIMENT, which runtime.Version names
+	// after the release: go1.26.8-X:jsonv2).
+	release := runtime.Version()
+	if i := strings.Index(release, "X:"); i > 0 {
+		release = strings.TrimRight(release[:i], " -")
+	}
+	bin := filepath.Join(CacheDir(), fmt.Sprintf("ignition-%s-%s", version, release), "ignition")
 	if fileExists(bin) {
 		return bin, nil
 	}
@@ -130,7 +137,7 @@ func build() (string, error) {
 	cmd := exec.Command(goCmd, "build", "-o", tmp,
 		"-ldflags", "-X "+Module+"/internal/version.Raw="+version, "./internal")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "GOFLAGS=-mod=readonly -buildvcs=false", "GOWORK=off")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "GOFLAGS=-mod=readonly -buildvcs=false", "GOWORK=off", "GOEXPERIMENT=")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		_ = os.Remove(tmp)
 		return "", fmt.Errorf("go build %s/internal@%s: %w: %s", Module, version, err, strings.TrimSpace(string(out)))

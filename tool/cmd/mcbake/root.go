@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"strings"
 
 	"github.com/mcbake/mcbake/internal/cli"
@@ -76,8 +77,10 @@ func newVersionCommand() *cobra.Command {
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The gzip decoder is the binary's and the machine's: ISA-L's
-			// needs the isal build tag and libisal.so.2.
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "mcbake %s\ngzip decoder: %s\n", version, decompress.GzipDecoder())
+			// needs the isal build tag and libisal.so.2. The Go release
+			// names the experiments the binary was built with (make
+			// build: jsonv2).
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "mcbake %s\ngo: %s\ngzip decoder: %s\n", version, runtime.Version(), decompress.GzipDecoder())
 			return err
 		},
 	}
