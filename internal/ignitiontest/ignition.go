@@ -109,9 +109,10 @@ func build() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	// Built as Ignition's own build builds it, without the experiments
-	// mcbake is built with (GOEXPERIMENT, which runtime.Version names
-	// after the release: go1.26.8-X:jsonv2).
+	// Built as Ignition's own build builds it, without the experiment
+	// mcbake is built with (GOEXPERIMENT=jsonv2, which runtime.Version
+	// names after the release: go1.26.8-X:jsonv2; nojsonv2 because a go
+	// env file's setting outlives an empty one).
 	release := runtime.Version()
 	if i := strings.Index(release, "X:"); i > 0 {
 		release = strings.TrimRight(release[:i], " -")
@@ -137,7 +138,7 @@ func build() (string, error) {
 	cmd := exec.Command(goCmd, "build", "-o", tmp,
 		"-ldflags", "-X "+Module+"/internal/version.Raw="+version, "./internal")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "GOFLAGS=-mod=readonly -buildvcs=false", "GOWORK=off", "GOEXPERIMENT=")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "GOFLAGS=-mod=readonly -buildvcs=false", "GOWORK=off", "GOEXPERIMENT=nojsonv2")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		_ = os.Remove(tmp)
 		return "", fmt.Errorf("go build %s/internal@%s: %w: %s", Module, version, err, strings.TrimSpace(string(out)))

@@ -213,9 +213,10 @@ func openBase(ctx context.Context, opts *Options) (_ *image.Base, release func()
 	var b *image.Base
 	var err error
 	opened := make(chan struct{})
+	ref, bo := opts.Base, opts.baseOptions()
 	go func() {
 		defer close(opened)
-		b, err = image.OpenBase(ctx, opts.Base, opts.baseOptions())
+		b, err = image.OpenBase(ctx, ref, bo)
 	}()
 	mcs, loadErr := load()
 	if loadErr != nil {

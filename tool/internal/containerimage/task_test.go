@@ -178,8 +178,8 @@ func (w *world) buildImage() {
 		exec.Command("go", "-C", "tool", "build", "-tags", buildTags(), "-o", filepath.Join(bin, "mcbake"), "./cmd/mcbake"),
 		exec.Command("go", "build", "-o", filepath.Join(bin, "mcbake-node"), "./cmd/mcbake-node"),
 	}
-	builds[0].Env = append(os.Environ(), "CGO_ENABLED=1")
-	builds[1].Env = append(os.Environ(), "CGO_ENABLED=0")
+	builds[0].Env = append(os.Environ(), "CGO_ENABLED=1", "GOEXPERIMENT=jsonv2")
+	builds[1].Env = append(os.Environ(), "CGO_ENABLED=0", "GOEXPERIMENT=jsonv2")
 	for _, cmd := range builds {
 		cmd.Dir = repoRoot
 		if out, err := cmd.CombinedOutput(); err != nil {
