@@ -20,7 +20,7 @@ static int mcbake_avx;
 // after a call into ISA-L. Its AVX-512 inflate returns with them in use,
 // and every legacy-SSE instruction after that, such as those of Go's
 // SHA-256 (SHA-NI), runs many times slower until something clears them:
-// a cold build hashed its base at a fifteenth of the speed.
+// a cold build hashed its base at a twentieth of the speed.
 static void mcbake_clear_upper(void) {
 #if defined(__x86_64__)
 	if (mcbake_avx)

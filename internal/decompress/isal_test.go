@@ -211,7 +211,7 @@ func FuzzISAL(f *testing.F) {
 
 // TestISALClearsUpper: every call into ISA-L returns with the upper halves
 // of the vector registers clear. ISA-L's AVX-512 inflate left them in
-// use, and Go's SHA-256 (SHA-NI, legacy SSE) after it ran at a fifteenth
+// use, and Go's SHA-256 (SHA-NI, legacy SSE) after it ran at a twentieth
 // of its speed: a cold build of a 1 GiB gzip base took 19 s with ISA-L
 // and 3 s without it. The stream mixes literals and matches, as a layer
 // does, so that the fast paths run.
