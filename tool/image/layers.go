@@ -16,7 +16,6 @@ import (
 
 	istorage "github.com/containers/image/v5/storage"
 	"github.com/containers/image/v5/types"
-	"github.com/containers/storage"
 	drivers "github.com/containers/storage/drivers"
 
 	"github.com/mcbake/mcbake/internal/baseindex"
@@ -264,10 +263,7 @@ func (im *Image) unpackedLayers() []*baseindex.Unpacked {
 }
 
 // storageLayers returns the store's layer IDs of the image, bottom first,
-// checked against the image's diff IDs. The store's layers are listed
-// once: each store.Layer call locks the store again, and containers/
-// storage opens its lock files anew for every lock (three files, for each
-// of the 48 layers of an ostree-shaped base).
+// checked against the image's diff IDs.
 func (im *Image) storageLayers() ([]string, error) {
 	// The source's reference names the image by its ID.
 	ref, err := istorage.Transport.ParseStoreReference(im.store, im.src.Reference().StringWithinTransport())
@@ -278,21 +274,11 @@ func (im *Image) storageLayers() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	all, err := im.store.Layers()
-	if err != nil {
-		return nil, err
-	}
-	byID := make(map[string]*storage.Layer, len(all))
-	for i := range all { // the first store that has it, as store.Layer
-		if _, ok := byID[all[i].ID]; !ok {
-			byID[all[i].ID] = &all[i]
-		}
-	}
 	var ids []string
 	for id := img.TopLayer; id != ""; {
-		l, ok := byID[id]
-		if !ok {
-			return nil, fmt.Errorf("store layer %s: %w", id, storage.ErrLayerUnknown)
+		l, err := im.store.Layer(id)
+		if err != nil {
+			return nil, err
 		}
 		ids = append(ids, id)
 		if len(ids) > len(im.layers) || l.UncompressedDigest != im.layers[len(im.layers)-len(ids)].DiffID {
