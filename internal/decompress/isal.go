@@ -89,8 +89,8 @@ static struct inflate_state *mcbake_isal_new(void) {
 }
 
 // mcbake_isal_step inflates from in into out. The Go buffers are in the
-// state only for the call: C keeps no Go pointer. With upper, it tells
-// what mcbake_upper_in_use does on return.
+// state only for the call: C keeps no Go pointer. With upper, it raises
+// *upper to what mcbake_upper_in_use tells on return.
 static int mcbake_isal_step(struct inflate_state *s, uint8_t *in, uint32_t in_len,
                             uint8_t *out, uint32_t out_len, uint32_t *consumed,
                             uint32_t *produced, int *finished, int *upper) {
@@ -100,8 +100,11 @@ static int mcbake_isal_step(struct inflate_state *s, uint8_t *in, uint32_t in_le
 	s->avail_out = out_len;
 	int ret = mcbake_isal_inflate(s);
 	mcbake_clear_upper();
-	if (upper != NULL)
-		*upper = mcbake_upper_in_use();
+	if (upper != NULL) {
+		int u = mcbake_upper_in_use();
+		if (u > *upper)
+			*upper = u;
+	}
 	*consumed = in_len - s->avail_in;
 	*produced = out_len - s->avail_out;
 	*finished = s->block_state == ISAL_BLOCK_FINISH;
@@ -172,8 +175,8 @@ type isalReader struct {
 	// pending is an error that comes after the output in out; err is
 	// returned by every read from then on.
 	pending, err error
-	// upper, for tests, is set to record what mcbake_upper_in_use
-	// tells after each call into ISA-L: the highest it told.
+	// upper, for tests, is set to record the most that
+	// mcbake_upper_in_use tells after a call into ISA-L.
 	upper *C.int
 }
 
@@ -360,15 +363,7 @@ func (z *isalReader) inflate(p []byte) (int, error) {
 			in = (*C.uint8_t)(unsafe.Pointer(&z.in[z.pos]))
 		}
 		out := p[:min(len(p), 1<<30)]
-		var upper C.int
-		var upperp *C.int
-		if z.upper != nil {
-			upperp = &upper
-		}
-		ret := C.mcbake_isal_step(z.state, in, C.uint32_t(z.end-z.pos), (*C.uint8_t)(unsafe.Pointer(&out[0])), C.uint32_t(len(out)), &consumed, &produced, &finished, upperp)
-		if z.upper != nil {
-			*z.upper = max(*z.upper, upper)
-		}
+		ret := C.mcbake_isal_step(z.state, in, C.uint32_t(z.end-z.pos), (*C.uint8_t)(unsafe.Pointer(&out[0])), C.uint32_t(len(out)), &consumed, &produced, &finished, z.upper)
 		z.pos += int(consumed)
 		if ret < 0 {
 			return int(produced), isalError(ret)
