@@ -79,9 +79,18 @@ func Append(ctx context.Context, base *Image, dest string, ao AppendOptions, opt
 	}
 	defer func() { err = errors.Join(err, st.close()) }()
 	var written []byte
-	if o, ok := st.(*ociStaging); ok && o.direct(src, opts) {
-		written, err = src.manifest, o.writeDirect(ctx, src, ao.Progress)
-	} else {
+	switch s := st.(type) {
+	case *ociStaging:
+		if s.direct(src, opts) {
+			written, err = src.manifest, s.writeDirect(ctx, src, ao.Progress)
+		}
+	case *directStaging:
+		if s.present(ctx, src, opts) {
+			written = src.manifest
+			src.reportPresent(ao.Progress)
+		}
+	}
+	if written == nil && err == nil {
 		written, err = copyImage(ctx, st.reference(), src.ref, co, ao.Progress, opts.Retry)
 	}
 	if err != nil {

@@ -91,6 +91,19 @@ func (s *ociStaging) writeDirect(ctx context.Context, src *appendSource, progres
 	return dest.Commit(ctx, nil)
 }
 
+// reportPresent tells progress of every blob of src as one the
+// destination has: the base layers, the new layer and the config.
+func (src *appendSource) reportPresent(progress func(BlobProgress)) {
+	if progress == nil {
+		return
+	}
+	for _, d := range src.base.descs {
+		progress(BlobProgress{Digest: d.Digest, Size: d.Size, Done: true, Skipped: true})
+	}
+	progress(BlobProgress{Digest: src.layer.Digest, Size: src.layer.Size, Done: true, Skipped: true})
+	progress(BlobProgress{Digest: src.configDigest, Size: int64(len(src.config)), Done: true, Skipped: true})
+}
+
 // verifyingReader fails the read that reaches the end of a blob whose
 // content does not match its digest, as copy.Image's reader does: the
 // destination then removes what it wrote.

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/containers/image/v5/manifest"
 	"github.com/containers/image/v5/types"
 	"github.com/containers/storage"
 	digest "github.com/opencontainers/go-digest"
@@ -500,6 +501,36 @@ func newDirectStaging(r Ref, opts Options) (*directStaging, error) {
 }
 
 func (s *directStaging) reference() types.ImageReference { return s.ref }
+
+// present reports whether the destination, a containers-storage store,
+// holds src already: the image its name resolves to has src's manifest
+// (docs/design.md, The warm path). A build with the same inputs makes
+// the same image, digest for digest, and copy.Image would only rewrite
+// the store's records of it: its commit, with the blob-info cache's
+// transactions, took 8 to 9 ms of a 35 ms warm build. This is
+// copy.Image's own OptimizeDestinationImageAlreadyExists check, made
+// before the copy starts. A signed build always copies, as copy.Image's
+// check does when there are signatures to write.
+func (s *directStaging) present(ctx context.Context, src *appendSource, opts Options) bool {
+	if s.store == nil || opts.Sign != (Signing{}) {
+		return false
+	}
+	sys, err := opts.destinationContext()
+	if err != nil {
+		return false
+	}
+	is, err := s.ref.NewImageSource(ctx, sys)
+	if err != nil {
+		return false // no image of that name, most often
+	}
+	defer is.Close()
+	m, _, err := is.GetManifest(ctx, nil)
+	if err != nil {
+		return false
+	}
+	d, err := manifest.Digest(m)
+	return err == nil && d == src.manifestDigest
+}
 
 func (s *directStaging) commit(context.Context) error { return nil }
 

@@ -36,6 +36,7 @@ func TestAppendContainersStorage(t *testing.T) {
 	if im.Digest() != d {
 		t.Errorf("reopened digest = %s, Append returned %s", im.Digest(), d)
 	}
+	checkPresentSkipped(t, c, dest, d)
 	for i, l := range im.Layers() {
 		b, err := readLayer(t, im, l.Digest)
 		if err != nil || digest.FromBytes(b) != l.DiffID {
@@ -55,6 +56,51 @@ func TestAppendContainersStorage(t *testing.T) {
 		t.Errorf("layers appended onto the store image = %+v, want 4 with uncompressed base layers", layers)
 	}
 	checkNoTemp(t)
+}
+
+// checkPresentSkipped appends again to dest, which holds the image
+// already: nothing is written, every blob is reported there already, and
+// the store's image is the same. Then the name is moved to another
+// image, and the next append writes again and moves it back.
+func checkPresentSkipped(t *testing.T, c *appendCase, dest string, want digest.Digest) {
+	t.Helper()
+	imageID := func() string {
+		im := mustOpen(t, dest, c.opts)
+		defer im.Close()
+		return im.src.Reference().StringWithinTransport()
+	}
+	before := imageID()
+	appendCounting := func(ao AppendOptions) (digest.Digest, *Transfer) {
+		var tr Transfer
+		ao.Progress = tr.Add
+		d, err := Append(context.Background(), c.base, dest, ao, c.opts)
+		if err != nil {
+			t.Fatalf("Append(%s): %v", dest, err)
+		}
+		return d, &tr
+	}
+	d, tr := appendCounting(c.ao)
+	if _, written, skipped := tr.Totals(); d != want || written != 0 || skipped != len(c.ti.layers)+2 {
+		t.Errorf("appending the image the store has: digest %s, %d blob(s) written, %d skipped; want %s, 0, %d (the layers and the config)",
+			d, written, skipped, want, len(c.ti.layers)+2)
+	}
+	if got := imageID(); got != before {
+		t.Errorf("the store's image is %s after appending it again, %s before", got, before)
+	}
+
+	named := func() digest.Digest {
+		im := mustOpen(t, dest, c.opts)
+		defer im.Close()
+		return im.Digest()
+	}
+	other := c.ao
+	other.Labels = map[string]string{"mcbake.test/other": "1"}
+	if d, _ := appendCounting(other); d == want || named() != d {
+		t.Errorf("an append of another image to %s gave %s and the name gives %s; want a new image, named", dest, d, named())
+	}
+	if d, _ := appendCounting(c.ao); d != want || named() != want {
+		t.Errorf("appending the first image again gave %s and the name gives %s; want %s", d, named(), want)
+	}
 }
 
 // shutdownTestStore shuts the test store down (forcing unmounts) so that
