@@ -284,7 +284,7 @@ func mergeLoaded(layers []Layer, loads []pendingLayer, gc *gcHold, tokens chan s
 			return nil, errLoad
 		}
 		loads[i].data = nil
-		err := m.apply(data)
+		err := m.apply(data, i)
 		<-tokens // the layer is merged (or the build fails): the next may load
 		if err != nil {
 			return nil, fmt.Errorf("layer %s: %w", layers[i].Digest, err)

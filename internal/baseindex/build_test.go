@@ -364,9 +364,9 @@ func TestLookup(t *testing.T) {
 		if !ok {
 			continue
 		}
-		if n.Path != tt.wantPath || n.Type != tt.wantType || n.Implied != tt.implied {
+		if n.Path != tt.wantPath || n.Type != tt.wantType || n.Implied() != tt.implied {
 			t.Errorf("Lookup(%q) = {Path %q Type %v Implied %v}, want {%q %v %v}",
-				tt.path, n.Path, n.Type, n.Implied, tt.wantPath, tt.wantType, tt.implied)
+				tt.path, n.Path, n.Type, n.Implied(), tt.wantPath, tt.wantType, tt.implied)
 		}
 	}
 	if n, _ := ix.Lookup("var/lib"); n.Mode != 0o755 || n.UID != 0 || n.GID != 0 {

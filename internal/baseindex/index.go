@@ -187,7 +187,11 @@ func (ix *Index) ReadDir(dir string) []*Node {
 // deferred: it reads n's path from the topmost unpacked layer that has a
 // file there, which is the layer that put n there (a layer above it with
 // anything at that path, or a non-directory above it, would have replaced
-// or removed it). A computed digest is remembered.
+// or removed it). The search starts at that layer when the node records
+// it: each layer searched above it was a failed open of a path that
+// layer does not have, and of a layer's file getter made, up to a tenth
+// of a warm diff of a 48-layer containers-storage base. A computed digest
+// is remembered.
 func (ix *Index) Digest(n *Node) (Digest, error) {
 	if !n.Deferred() {
 		return n.Digest, nil
@@ -212,7 +216,11 @@ func (ix *Index) Digest(n *Node) (Digest, error) {
 }
 
 func (ix *Index) readDigest(n *Node) (Digest, error) {
-	for i := len(ix.files) - 1; i >= 0; i-- {
+	top := len(ix.files) - 1
+	if l := int(n.layer); l > 0 && l <= len(ix.files) {
+		top = l - 1
+	}
+	for i := top; i >= 0; i-- {
 		if ix.files[i] == nil {
 			continue
 		}

@@ -203,7 +203,7 @@ func listing(t *testing.T, ix *baseindex.Index, known map[string]string) []strin
 			if got, ok := ix.Lookup(n.Path); !ok || got != n {
 				t.Errorf("Lookup(%q) = %v, %v, want the node ReadDir returned", n.Path, got, ok)
 			}
-			if !n.Implied {
+			if !n.Implied() {
 				listed++
 			}
 			lines = append(lines, describe(t, ix, n, known))
@@ -216,7 +216,7 @@ func listing(t *testing.T, ix *baseindex.Index, known map[string]string) []strin
 	if !ok {
 		t.Fatalf("Lookup(\"\") found no root")
 	}
-	if !root.Implied {
+	if !root.Implied() {
 		listed++
 		lines = append(lines, describe(t, ix, root, known))
 	}
@@ -237,7 +237,7 @@ func describe(t *testing.T, ix *baseindex.Index, n *baseindex.Node, known map[st
 		p = "/"
 	}
 	fmt.Fprintf(&b, "%s %s %04o %d:%d", p, n.Type, n.Mode, n.UID, n.GID)
-	if n.Implied {
+	if n.Implied() {
 		b.WriteString(" implied")
 	}
 	switch n.Type {

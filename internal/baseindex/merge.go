@@ -40,7 +40,7 @@ func newMerger() *merger {
 }
 
 func impliedDir(p string) Node {
-	return Node{Path: p, Type: Dir, Mode: 0o755, Implied: true, first: noSlot, next: noSlot}
+	return Node{Path: p, Type: Dir, Mode: 0o755, flags: nodeImplied, first: noSlot, next: noSlot}
 }
 
 // alloc returns a new zero slot.
@@ -62,11 +62,11 @@ func (m *merger) adopt(chunks [][]Node) int32 {
 	return first
 }
 
-// apply merges one layer into the index, following the OCI layer rules:
-// its whiteouts and opaque markers first delete from the lower layers
-// only, then its entries are applied in tar order. The index adopts the
-// slots of the layer's nodes.
-func (m *merger) apply(l *layerData) error {
+// apply merges one layer, the one at position pos (the bottom layer is 0),
+// into the index, following the OCI layer rules: its whiteouts and opaque
+// markers first delete from the lower layers only, then its entries are
+// applied in tar order. The index adopts the slots of the layer's nodes.
+func (m *merger) apply(l *layerData, pos int) error {
 	for _, mk := range l.markers {
 		switch mk.typ {
 		case typeWhiteout:
@@ -81,6 +81,7 @@ func (m *merger) apply(l *layerData) error {
 	for k := range l.count {
 		i := first + int32(k)
 		n := m.ix.node(i)
+		n.layer = layerTag(pos)
 		var content []byte
 		if n.hasContent() {
 			content = l.content[k]
@@ -136,7 +137,7 @@ func (m *merger) replace(i int32, n *Node) {
 	if old.Type == Dir && n.Type != Dir {
 		m.removeChildren(i)
 	}
-	if !old.Implied {
+	if !old.Implied() {
 		m.ix.listed--
 	}
 	m.dropContent(old)
@@ -166,7 +167,7 @@ func (m *merger) ensureDir(p string) int32 {
 		parent := m.ensureDir(parentDir(p))
 		i = m.alloc()
 		n := ix.node(i)
-		n.Type, n.Mode, n.Implied = Dir, 0o755, true // before the pointer, see records.node
+		n.Type, n.Mode, n.flags = Dir, 0o755, nodeImplied // before the pointer, see records.node
 		n.Path = p
 		m.link(parent, i)
 		ix.insert(p, i, at)
@@ -224,7 +225,7 @@ func (m *merger) drop(i int32) {
 	}
 	ix.unset(n.Path)
 	m.dropContent(n)
-	if !n.Implied {
+	if !n.Implied() {
 		ix.listed--
 	}
 	*n = Node{next: n.next}
@@ -246,7 +247,7 @@ func (m *merger) dropContent(n *Node) {
 // found it, or its target's.
 func (m *merger) resolveLink(n *Node, content []byte) ([]byte, error) {
 	t, ok := m.ix.find(n.Target)
-	if !ok || t.Implied {
+	if !ok || t.Implied() {
 		return nil, fmt.Errorf("hardlink %q: target %q does not exist", n.Path, n.Target)
 	}
 	switch t.Type {

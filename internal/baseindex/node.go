@@ -73,15 +73,16 @@ type Node struct {
 	Type     Type
 	// LinkedType, see LinkedTarget.
 	LinkedType Type
-	// Implied is set on directories that no layer lists but that exist
-	// because a layer has entries below them. Extraction creates such
-	// directories 0755 root:root, which is what their Node says. They are
-	// returned by Lookup and ReadDir but not counted by Index.Len.
-	Implied bool
 
-	// flags has nodeContent when the index keeps the node's content, and
-	// nodeDeferred when its digest is deferred.
+	// flags has nodeImplied (see Implied), nodeContent when the index
+	// keeps the node's content, and nodeDeferred when its digest is
+	// deferred.
 	flags nodeFlags
+	// layer is 1 + the position (the bottom layer is 0) of the layer
+	// whose entry the node is, 0 when unknown: an implied directory, or a
+	// layer past the 255th. A deferred digest is read from that layer
+	// (Index.Digest).
+	layer uint8
 	// first and next link a node of an Index into its directory's
 	// children: they are the slots of its own first child and of its
 	// next sibling, noSlot ending a list.
@@ -94,7 +95,22 @@ type nodeFlags uint8
 const (
 	nodeContent nodeFlags = 1 << iota
 	nodeDeferred
+	nodeImplied
 )
+
+// Implied reports whether n is a directory that no layer lists but that
+// exists because a layer has entries below it. Extraction creates such
+// directories 0755 root:root, which is what their Node says. They are
+// returned by Lookup and ReadDir but not counted by Index.Len.
+func (n *Node) Implied() bool { return n.flags&nodeImplied != 0 }
+
+// layerTag is Node.layer for the layer at position i.
+func layerTag(i int) uint8 {
+	if i < 0 || i >= 255 {
+		return 0
+	}
+	return uint8(i + 1)
+}
 
 func (n *Node) hasContent() bool { return n.flags&nodeContent != 0 }
 

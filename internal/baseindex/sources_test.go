@@ -646,3 +646,47 @@ func TestDeferredCacheNeedsUnpackedFiles(t *testing.T) {
 		t.Errorf("a.service: Deferred() = %v, Digest %s; want its digest", n.Deferred(), n.Digest)
 	}
 }
+
+// TestDeferredDigestFromItsLayer: a deferred digest is read from the
+// layer that listed the file, not searched for from the top layer down,
+// whether the index was built or read from its cached view; a hard link
+// is read from its own layer.
+func TestDeferredDigestFromItsLayer(t *testing.T) {
+	layers, ok := tarSplitLayers(t, [][]ent{
+		{dir("etc"), file("etc/a", "a\n")},
+		{dir("etc"), file("etc/b", "b\n"), hardlink("etc/c", "etc/a")},
+		{dir("usr"), file("usr/d", "d\n")},
+	})
+	if !ok {
+		t.Fatal("tar-split refused the layers")
+	}
+	dir := t.TempDir()
+	for _, run := range []string{"built", "from the view"} {
+		ix, err := baseindex.Build(context.Background(), descriptors(layers), baseindex.Options{CacheDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tt := range []struct {
+			path, body string
+			from       int
+		}{{"etc/a", "a\n", 0}, {"etc/c", "a\n", 1}, {"usr/d", "d\n", 2}} {
+			var before [3]int32
+			for i, l := range layers {
+				before[i] = l.fileReads.Load()
+			}
+			e, ok, err := baseindex.Root{Index: ix}.Lstat("/" + tt.path)
+			if err != nil || !ok || e.Digest.String() != sha(tt.body) {
+				t.Fatalf("%s: Lstat(%s) = %+v, %v, %v; want the digest of %q", run, tt.path, e, ok, err, tt.body)
+			}
+			for i, l := range layers {
+				want := int32(0)
+				if i == tt.from {
+					want = 1
+				}
+				if got := l.fileReads.Load() - before[i]; got != want {
+					t.Errorf("%s: Lstat(%s) opened %d file(s) of layer %d, want %d", run, tt.path, got, i, want)
+				}
+			}
+		}
+	}
+}

@@ -52,7 +52,7 @@ import (
 // A record, little endian: parent, name, target, linked target and
 // content refs (offset and length, 4 bytes each), size (8), mode, uid,
 // gid (4 each), type, linked type, flags (recordImplied, recordContent,
-// recordDeferred) and a pad byte, digest (32). The root has an empty
+// recordDeferred), the node's layer (Node.layer), digest (32). The root has an empty
 // parent and name. The checksums catch a damaged or truncated file: the
 // head's when the file is opened, and a block's the first time a lookup
 // reads it, so that a warm build reads (and pages in) the few dozen
@@ -63,7 +63,7 @@ import (
 // encoding or what an Index holds changes.
 const (
 	viewMagic   = "mcbake baseview\n"
-	viewVersion = 2
+	viewVersion = 3
 	viewHeader  = len(viewMagic) + 4 + 8 + 4
 	viewFixed   = sha256.Size + 4 + 4 + 4 + 4
 	viewBlock   = 4096
@@ -309,7 +309,7 @@ func (v *view) node(i int) *Node {
 		GID:          binary.LittleEndian.Uint32(r[56:]),
 		Type:         Type(r[60]),
 		LinkedType:   Type(r[61]),
-		Implied:      r[62]&recordImplied != 0,
+		layer:        r[63],
 		first:        noSlot,
 		next:         noSlot,
 	}
@@ -318,6 +318,9 @@ func (v *view) node(i int) *Node {
 	}
 	copy(n.Digest[:], r[64:])
 	n.Path = joinPath(string(v.ref(r, 0)), string(v.ref(r, 8)))
+	if r[62]&recordImplied != 0 {
+		n.flags |= nodeImplied
+	}
 	if r[62]&recordContent != 0 {
 		n.flags |= nodeContent
 	}
@@ -471,7 +474,7 @@ func encodeRecord(r []byte, n *Node) {
 	binary.LittleEndian.PutUint32(r[52:], n.UID)
 	binary.LittleEndian.PutUint32(r[56:], n.GID)
 	r[60], r[61] = byte(n.Type), byte(n.LinkedType)
-	if n.Implied {
+	if n.Implied() {
 		r[62] |= recordImplied
 	}
 	if n.hasContent() {
@@ -480,6 +483,7 @@ func encodeRecord(r []byte, n *Node) {
 	if n.Deferred() {
 		r[62] |= recordDeferred
 	}
+	r[63] = n.layer
 	copy(r[64:], n.Digest[:])
 }
 

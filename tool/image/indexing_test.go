@@ -182,7 +182,7 @@ func listIndex(t *testing.T, ix *baseindex.Index) []byte {
 				t.Errorf("Digest(%s): %v", n.Path, err)
 			}
 			lt, ltarget := n.Lstat()
-			line := fmt.Sprintf("%s %s %04o %d:%d size=%d digest=%s target=%q lstat=%s,%q implied=%v", n.Path, n.Type, n.Mode, n.UID, n.GID, n.Size, d, n.Target, lt, ltarget, n.Implied)
+			line := fmt.Sprintf("%s %s %04o %d:%d size=%d digest=%s target=%q lstat=%s,%q implied=%v", n.Path, n.Type, n.Mode, n.UID, n.GID, n.Size, d, n.Target, lt, ltarget, n.Implied())
 			if c, ok := ix.Content(n.Path); ok {
 				line += fmt.Sprintf(" content=%q", c)
 			}
