@@ -117,3 +117,50 @@ func shutdownTestStore(t *testing.T, opts Options) {
 		t.Errorf("shutting the test store down: %v", err)
 	}
 }
+
+// TestStoreShutDownByItsLastUser: two images open from one store share
+// it; closing the first leaves the store as it is (its storage.lock
+// records no write, which would have the other user load it all again),
+// and closing the last shuts it down.
+func TestStoreShutDownByItsLastUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("containers-storage test needs root (a private vfs store still needs chown); run as root to cover it")
+	}
+	c := newAppendCase(t)
+	storeDir := t.TempDir()
+	conf := filepath.Join(storeDir, "storage.conf")
+	writeFile(t, conf, []byte("[storage]\ndriver = \"vfs\"\n"))
+	t.Setenv("CONTAINERS_STORAGE_CONF", conf)
+	c.opts.StorageRoot = filepath.Join(storeDir, "root")
+	c.opts.StorageRunRoot = filepath.Join(storeDir, "runroot")
+	c.opts.StorageDriver = "vfs"
+	t.Cleanup(func() { shutdownTestStore(t, c.opts) })
+	dest := "containers-storage:localhost/mcbake/test:1"
+	c.append(t, dest)
+
+	lock := filepath.Join(c.opts.StorageRoot, "storage.lock")
+	read := func() string {
+		b, err := os.ReadFile(lock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	a, b := mustOpen(t, dest, c.opts), mustOpen(t, dest, c.opts)
+	before := read()
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if read() != before {
+		t.Error("closing one of two images of a store shut the store down")
+	}
+	if _, err := readLayer(t, b, b.Layers()[0].Digest); err != nil {
+		t.Errorf("reading a layer of the image still open: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if read() == before {
+		t.Error("closing the last image of a store did not shut it down")
+	}
+}

@@ -2,6 +2,7 @@ package image
 
 import (
 	"fmt"
+	"sync"
 
 	istorage "github.com/containers/image/v5/storage"
 	"github.com/containers/image/v5/types"
@@ -56,12 +57,38 @@ func openStore(opts Options) (storage.Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening container storage at %s: %w", so.GraphRoot, err)
 	}
+	storeUsers.Lock()
+	storeUsers.n[store]++
+	storeUsers.Unlock()
 	return store, nil
 }
 
-// shutdownStore releases a store opened by bind; nil is allowed.
+// storeUsers counts the users of each store openStore returned.
+// containers/storage returns one store per root and run root to the
+// whole process; its Shutdown records a write to the store, which has
+// the next user load its layers, images and graph driver again. So a
+// store is shut down when its last user is done: a diff reading the
+// image's manifest while it opens the base, and a build writing into the
+// store its base is in, load it once.
+var storeUsers = struct {
+	sync.Mutex
+	n map[storage.Store]int
+}{n: map[storage.Store]int{}}
+
+// shutdownStore releases a store opened by bind, and shuts it down when
+// no other user has it open; nil is allowed.
 func shutdownStore(store storage.Store) error {
 	if store == nil {
+		return nil
+	}
+	storeUsers.Lock()
+	storeUsers.n[store]--
+	last := storeUsers.n[store] <= 0
+	if last {
+		delete(storeUsers.n, store)
+	}
+	storeUsers.Unlock()
+	if !last {
 		return nil
 	}
 	if _, err := store.Shutdown(false); err != nil {

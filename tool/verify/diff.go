@@ -53,25 +53,76 @@ func Diff(ctx context.Context, o DiffOptions) (_ *revert.Report, err error) {
 	if (o.Image == "") == (o.ManifestFile == "") {
 		return nil, ErrImageOrManifest
 	}
-	m, ref, err := layeredManifest(ctx, o)
-	derived := errors.Is(err, image.ErrNotLayered) && len(o.MachineConfigs) > 0
-	if err != nil && !derived {
-		return nil, err
-	}
-	if !derived && len(o.MachineConfigs) > 0 {
-		if err := warnOtherMachineConfigs(m, o); err != nil {
-			return nil, err
-		}
-	}
-	b, err := image.OpenBase(ctx, o.Base, o.baseOptions())
+	in, release, err := openInputs(ctx, o)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
+	b := in.base
 	defer func() { err = errors.Join(err, b.Close()) }()
-	if derived {
+	if in.derived {
 		return diffDerived(ctx, o, imageRef(o.Base, b.ID()), b.Tree())
 	}
-	return revert.Diff(m, ref, imageRef(o.Base, b.ID()), b.Tree())
+	return revert.Diff(in.m, in.ref, imageRef(o.Base, b.ID()), b.Tree())
+}
+
+// diffInputs are what Diff compares: the layered image's manifest and
+// the base.
+type diffInputs struct {
+	m   *manifest.Manifest
+	ref revert.ImageRef
+	// derived is set for an image without a manifest, given
+	// MachineConfigs: the owned paths are derived from them.
+	derived bool
+	base    *image.Base
+}
+
+// openInputs opens the base in a goroutine while the layered image's
+// manifest is read on the calling one (docs/design.md, The warm path):
+// neither needs the other, and a containers-storage store they share is
+// loaded once. An error reading the manifest (or the MachineConfigs it
+// is compared with) cancels the opening and is the one returned, as when
+// they ran one after the other. The caller calls release after closing
+// the base, whose index keeps the context it was opened with.
+func openInputs(ctx context.Context, o DiffOptions) (in diffInputs, release func(), err error) {
+	bctx, cancel := context.WithCancelCause(ctx)
+	var berr error
+	opened := make(chan struct{})
+	go func() {
+		defer close(opened)
+		in.base, berr = image.OpenBase(bctx, o.Base, o.baseOptions())
+	}()
+	err = in.readManifest(ctx, o)
+	if err != nil {
+		cancel(err)
+	}
+	<-opened
+	if err == nil {
+		err = berr
+	} else if in.base != nil {
+		err = errors.Join(err, in.base.Close())
+	}
+	if err != nil {
+		cancel(nil)
+		return diffInputs{}, nil, err
+	}
+	return in, func() { cancel(nil) }, nil
+}
+
+// readManifest reads the layered image's manifest, and warns of each
+// difference from the MachineConfigs given; an image without one, given
+// MachineConfigs, is derived.
+func (in *diffInputs) readManifest(ctx context.Context, o DiffOptions) error {
+	m, ref, err := layeredManifest(ctx, o)
+	in.derived = errors.Is(err, image.ErrNotLayered) && len(o.MachineConfigs) > 0
+	if err != nil && !in.derived {
+		return err
+	}
+	in.m, in.ref = m, ref
+	if !in.derived && len(o.MachineConfigs) > 0 {
+		return warnOtherMachineConfigs(m, o)
+	}
+	return nil
 }
 
 // warnOtherMachineConfigs reads the MachineConfigs given for an image

@@ -4,7 +4,10 @@ import (
 	"archive/tar"
 	"context"
 	"errors"
+	"io/fs"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -118,5 +121,37 @@ func TestRunImageBuiltByOthers(t *testing.T) {
 	slices.Sort(wantPaths)
 	if diff := cmp.Diff(wantPaths, paths); diff != "" {
 		t.Errorf("%s paths (-want +got):\n%s", RuleRevertClobber, diff)
+	}
+}
+
+// TestDiffErrorsInOrder: the base opens while the image's manifest is
+// read, and an error of the image (or of its manifest file) is the one
+// reported when both fail, as when they ran one after the other; then
+// the base's.
+func TestDiffErrorsInOrder(t *testing.T) {
+	e := newEnv(t)
+	missing := "oci:" + filepath.Join(e.dir, "no-such-base") + ":latest"
+	layered := e.build(e.base, "layered", e.mc("50-a", othersConfig))
+	others := e.writeBase("others", othersLayer())
+	for _, tt := range []struct {
+		name string
+		o    DiffOptions
+		want func(error) bool
+	}{
+		{"an image without a manifest", DiffOptions{Base: missing, Image: others},
+			func(err error) bool { return errors.Is(err, image.ErrNotLayered) }},
+		{"a manifest file missing", DiffOptions{Base: missing, ManifestFile: filepath.Join(e.dir, "no-such.json")},
+			func(err error) bool { return errors.Is(err, fs.ErrNotExist) && strings.Contains(err.Error(), "no-such.json") }},
+		{"a base missing", DiffOptions{Base: missing, Image: layered},
+			func(err error) bool { return err != nil && strings.Contains(err.Error(), "no-such-base") }},
+	} {
+		tt.o.Images = e.opts
+		if _, err := Diff(context.Background(), tt.o); !tt.want(err) {
+			t.Errorf("Diff with %s: %v", tt.name, err)
+		}
+	}
+	r, err := Diff(context.Background(), DiffOptions{Base: e.base, Image: layered, Images: e.opts})
+	if err != nil || r.Image.Reference != layered || len(r.Entries) == 0 {
+		t.Fatalf("Diff of the layered image = %+v, %v", r, err)
 	}
 }
