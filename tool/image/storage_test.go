@@ -13,19 +13,7 @@ import (
 
 // TestAppendContainersStorage writes to and reads from a private vfs store.
 func TestAppendContainersStorage(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("containers-storage test needs root (a private vfs store still needs chown); run as root to cover it")
-	}
-	c := newAppendCase(t)
-	storeDir := t.TempDir()
-	conf := filepath.Join(storeDir, "storage.conf")
-	writeFile(t, conf, []byte("[storage]\ndriver = \"vfs\"\n")) // keep the host's storage.conf out
-	t.Setenv("CONTAINERS_STORAGE_CONF", conf)
-	c.opts.StorageRoot = filepath.Join(storeDir, "root")
-	c.opts.StorageRunRoot = filepath.Join(storeDir, "runroot")
-	c.opts.StorageDriver = "vfs"
-	t.Cleanup(func() { shutdownTestStore(t, c.opts) })
-
+	c := newStoreCase(t)
 	ociDigest := c.append(t, "oci:"+filepath.Join(c.dir, "ref")+":x")
 	dest := "containers-storage:localhost/mcbake/test:1"
 	d := c.append(t, dest)
@@ -103,6 +91,25 @@ func checkPresentSkipped(t *testing.T, c *appendCase, dest string, want digest.D
 	}
 }
 
+// newStoreCase is an append case whose options name a private vfs
+// store, shut down when the test ends.
+func newStoreCase(t *testing.T) *appendCase {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("containers-storage test needs root (a private vfs store still needs chown); run as root to cover it")
+	}
+	c := newAppendCase(t)
+	storeDir := t.TempDir()
+	conf := filepath.Join(storeDir, "storage.conf")
+	writeFile(t, conf, []byte("[storage]\ndriver = \"vfs\"\n")) // keep the host's storage.conf out
+	t.Setenv("CONTAINERS_STORAGE_CONF", conf)
+	c.opts.StorageRoot = filepath.Join(storeDir, "root")
+	c.opts.StorageRunRoot = filepath.Join(storeDir, "runroot")
+	c.opts.StorageDriver = "vfs"
+	t.Cleanup(func() { shutdownTestStore(t, c.opts) })
+	return c
+}
+
 // shutdownTestStore shuts the test store down (forcing unmounts) so that
 // t.TempDir can remove it.
 func shutdownTestStore(t *testing.T, opts Options) {
@@ -123,18 +130,7 @@ func shutdownTestStore(t *testing.T, opts Options) {
 // records no write, which would have the other user load it all again),
 // and closing the last shuts it down.
 func TestStoreShutDownByItsLastUser(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("containers-storage test needs root (a private vfs store still needs chown); run as root to cover it")
-	}
-	c := newAppendCase(t)
-	storeDir := t.TempDir()
-	conf := filepath.Join(storeDir, "storage.conf")
-	writeFile(t, conf, []byte("[storage]\ndriver = \"vfs\"\n"))
-	t.Setenv("CONTAINERS_STORAGE_CONF", conf)
-	c.opts.StorageRoot = filepath.Join(storeDir, "root")
-	c.opts.StorageRunRoot = filepath.Join(storeDir, "runroot")
-	c.opts.StorageDriver = "vfs"
-	t.Cleanup(func() { shutdownTestStore(t, c.opts) })
+	c := newStoreCase(t)
 	dest := "containers-storage:localhost/mcbake/test:1"
 	c.append(t, dest)
 
