@@ -127,8 +127,8 @@ func shutdownTestStore(t *testing.T, opts Options) {
 
 // TestStoreShutDownByItsLastUser: two images open from one store share
 // it; closing the first leaves the store as it is (its storage.lock
-// records no write, which would have the other user load it all again),
-// and closing the last shuts it down.
+// records no write, which would have the other user load it again), and
+// closing the last shuts it down. A HoldStore is a user too.
 func TestStoreShutDownByItsLastUser(t *testing.T) {
 	c := newStoreCase(t)
 	dest := "containers-storage:localhost/mcbake/test:1"
@@ -158,5 +158,19 @@ func TestStoreShutDownByItsLastUser(t *testing.T) {
 	}
 	if read() == before {
 		t.Error("closing the last image of a store did not shut it down")
+	}
+
+	release := HoldStore(dest, c.opts)
+	HoldStore("oci:"+c.layout+":latest", c.opts)() // holds nothing
+	before = read()
+	if err := mustOpen(t, dest, c.opts).Close(); err != nil {
+		t.Fatal(err)
+	}
+	if read() != before {
+		t.Error("closing an image of a held store shut the store down")
+	}
+	release()
+	if read() == before {
+		t.Error("releasing the last hold of a store did not shut it down")
 	}
 }

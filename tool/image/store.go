@@ -2,6 +2,7 @@ package image
 
 import (
 	"fmt"
+	"log/slog"
 	"sync"
 
 	istorage "github.com/containers/image/v5/storage"
@@ -66,14 +67,35 @@ func openStore(opts Options) (storage.Store, error) {
 // storeUsers counts the users of each store openStore returned.
 // containers/storage returns one store per root and run root to the
 // whole process; its Shutdown records a write to the store, which has
-// the next user load its layers, images and graph driver again. So a
+// the next user make its graph driver and load its layers again. So a
 // store is shut down when its last user is done: a diff reading the
-// image's manifest while it opens the base, and a build writing into the
-// store its base is in, load it once.
+// image's manifest while it opens the base (see HoldStore), and a build
+// writing into the store its base is in, load it once.
 var storeUsers = struct {
 	sync.Mutex
 	n map[storage.Store]int
 }{n: map[storage.Store]int{}}
+
+// HoldStore keeps the containers-storage store that ref (a transport
+// reference) names open until release is called, so that images opened
+// from it one after the other, or side by side, share one loading of it.
+// Any other reference, and a store that does not open (opening the image
+// will say why), hold nothing.
+func HoldStore(ref string, opts Options) (release func()) {
+	r, err := ParseReference(ref)
+	if err != nil || r.transport != transportStorage {
+		return func() {}
+	}
+	store, err := openStore(opts)
+	if err != nil {
+		return func() {}
+	}
+	return func() {
+		if err := shutdownStore(store); err != nil {
+			slog.Debug("releasing a held store", "err", err)
+		}
+	}
+}
 
 // shutdownStore releases a store opened by bind, and shuts it down when
 // no other user has it open; nil is allowed.

@@ -85,6 +85,8 @@ type diffInputs struct {
 // they ran one after the other. The caller calls release after closing
 // the base, whose index keeps the context it was opened with.
 func openInputs(ctx context.Context, o DiffOptions) (in diffInputs, release func(), err error) {
+	// The image may be read and closed before the goroutine opens the base.
+	hold := image.HoldStore(o.Base, o.Images)
 	bctx, cancel := context.WithCancelCause(ctx)
 	var berr error
 	opened := make(chan struct{})
@@ -97,6 +99,7 @@ func openInputs(ctx context.Context, o DiffOptions) (in diffInputs, release func
 		cancel(err)
 	}
 	<-opened
+	hold()
 	if err == nil {
 		err = berr
 	} else if in.base != nil {
