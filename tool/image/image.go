@@ -42,8 +42,12 @@ type Image struct {
 	digest      digest.Digest
 	config      []byte // the config in OCI form, as JSON
 	configDesc  digest.Digest
+	diffIDs     []digest.Digest // the config's
 	layers      []LayerInfo
 	descs       []imgspecv1.Descriptor // layers as OCI descriptors (with URLs, annotations)
+	// unlisted lists the layers of a store image opened without them
+	// (openManifestOnly), and is nil once they are listed.
+	unlisted    func(context.Context) error
 	annotations map[string]string
 	getters     getters // containers-storage only: the layers' file getters opened so far
 }
@@ -57,18 +61,35 @@ func Open(ctx context.Context, ref string, opts Options) (_ *Image, err error) {
 	if err != nil {
 		return nil, err // names ref already
 	}
+	return openImage(ctx, r, opts, true)
+}
+
+// openManifestOnly opens ref as Open does, but a containers-storage
+// image's layers are listed only when they are first needed (TopLayer):
+// containers/image lists them with one locked store call per layer, and
+// ManifestOf, which finds the manifest in its cache most of the time,
+// needs only the config and the top layer's digest.
+func openManifestOnly(ctx context.Context, ref string, opts Options) (*Image, error) {
+	r, err := ParseReference(ref)
+	if err != nil {
+		return nil, err // names ref already
+	}
+	return openImage(ctx, r, opts, false)
+}
+
+func openImage(ctx context.Context, r Ref, opts Options, layers bool) (_ *Image, err error) {
 	var im *Image
 	err = opts.Retry.do(ctx, func() error {
-		im, err = openRef(ctx, r, opts)
+		im, err = openRef(ctx, r, opts, layers)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", ref, err)
+		return nil, fmt.Errorf("opening %s: %w", r.raw, err)
 	}
 	return im, nil
 }
 
-func openRef(ctx context.Context, r Ref, opts Options) (_ *Image, err error) {
+func openRef(ctx context.Context, r Ref, opts Options, layers bool) (_ *Image, err error) {
 	sys, err := opts.systemContext()
 	if err != nil {
 		return nil, err
@@ -78,10 +99,10 @@ func openRef(ctx context.Context, r Ref, opts Options) (_ *Image, err error) {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, pc.Destroy()) }()
-	return open(ctx, r, opts, sys, pc)
+	return open(ctx, r, opts, sys, pc, layers)
 }
 
-func open(ctx context.Context, r Ref, opts Options, sys *types.SystemContext, pc *signature.PolicyContext) (_ *Image, err error) {
+func open(ctx context.Context, r Ref, opts Options, sys *types.SystemContext, pc *signature.PolicyContext, layers bool) (_ *Image, err error) {
 	bound, store, err := bind(r, opts)
 	if err != nil {
 		return nil, err
@@ -111,7 +132,7 @@ func open(ctx context.Context, r Ref, opts Options, sys *types.SystemContext, pc
 	if err != nil {
 		return nil, err
 	}
-	if err := im.load(ctx, sys, instance, opts.Platform != ""); err != nil {
+	if err := im.load(ctx, sys, instance, opts.Platform != "", layers || store == nil); err != nil {
 		return nil, err
 	}
 	if r.transport == transportDocker {
@@ -180,8 +201,9 @@ func platformString(os, arch, variant string) string {
 
 var supportedManifests = []string{imgspecv1.MediaTypeImageManifest, manifest.DockerV2Schema2MediaType}
 
-// load reads the chosen instance's manifest, config and layer list.
-func (im *Image) load(ctx context.Context, sys *types.SystemContext, instance *digest.Digest, checkPlatform bool) error {
+// load reads the chosen instance's manifest, config and, unless layers
+// is false, layer list (see openManifestOnly).
+func (im *Image) load(ctx context.Context, sys *types.SystemContext, instance *digest.Digest, checkPlatform, layers bool) error {
 	unparsed := image.UnparsedInstance(im.src, instance)
 	blob, mime, err := unparsed.Manifest(ctx)
 	if err != nil {
@@ -213,7 +235,44 @@ func (im *Image) load(ctx context.Context, sys *types.SystemContext, instance *d
 	if im.annotations, err = manifestAnnotations(blob, mime); err != nil {
 		return err
 	}
-	return im.loadLayers(ctx, img, cfg.RootFS.DiffIDs)
+	im.diffIDs = slices.Clone(cfg.RootFS.DiffIDs)
+	if !layers {
+		if n, m := len(img.LayerInfos()), len(im.diffIDs); n != m {
+			return fmt.Errorf("manifest has %d layers but config has %d diff_ids", n, m)
+		}
+		im.unlisted = func(ctx context.Context) error { return im.loadLayers(ctx, img, im.diffIDs) }
+		return nil
+	}
+	return im.loadLayers(ctx, img, im.diffIDs)
+}
+
+// listLayers lists the layers of an image opened without them.
+func (im *Image) listLayers(ctx context.Context) error {
+	if im.unlisted == nil {
+		return nil
+	}
+	if err := im.unlisted(ctx); err != nil {
+		return fmt.Errorf("listing layers: %w", err)
+	}
+	im.unlisted = nil
+	return nil
+}
+
+// topLayerDigest is the digest of the top layer as Layers gives it, ""
+// when there is none. A store image's layers are served uncompressed,
+// under their diff IDs (LayerInfosForCopy), so its layers need not be
+// listed for it.
+func (im *Image) topLayerDigest() digest.Digest {
+	if im.unlisted != nil {
+		if n := len(im.diffIDs); n > 0 {
+			return im.diffIDs[n-1]
+		}
+		return ""
+	}
+	if n := len(im.layers); n > 0 {
+		return im.layers[n-1].Digest
+	}
+	return ""
 }
 
 func manifestDigest(blob []byte, instance *digest.Digest) (digest.Digest, error) {
@@ -374,13 +433,7 @@ type ID struct {
 func (im *Image) ID() ID { return ID{Digest: im.digest, Config: im.configDesc, DiffIDs: im.DiffIDs()} }
 
 // DiffIDs are the layers' diff IDs, base first.
-func (im *Image) DiffIDs() []digest.Digest {
-	out := make([]digest.Digest, len(im.layers))
-	for i, l := range im.layers {
-		out[i] = l.DiffID
-	}
-	return out
-}
+func (im *Image) DiffIDs() []digest.Digest { return slices.Clone(im.diffIDs) }
 
 // Config returns a fresh copy of the image config in OCI form.
 func (im *Image) Config() *imgspecv1.Image {
@@ -439,6 +492,9 @@ func (im *Image) blobInfo(i int) types.BlobInfo {
 // TopLayer opens the image's last layer's compressed blob (the layer an
 // mcbake build appends). The caller closes it.
 func (im *Image) TopLayer(ctx context.Context) (io.ReadCloser, error) {
+	if err := im.listLayers(ctx); err != nil {
+		return nil, err
+	}
 	ls := im.Layers()
 	if len(ls) == 0 {
 		return nil, errors.New("image has no layers")

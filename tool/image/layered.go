@@ -104,9 +104,9 @@ func findFile(r io.Reader, name string) (_ []byte, err error) {
 // layer; what is read is checked against the manifest-digest label
 // either way.
 func ManifestOf(ctx context.Context, ref string, opts Options, cacheDir string) (_ *manifest.Manifest, raw []byte, _ ID, err error) {
-	im, err := Open(ctx, ref, opts)
+	im, err := openManifestOnly(ctx, ref, opts)
 	if err != nil {
-		return nil, nil, ID{}, err // Open names ref
+		return nil, nil, ID{}, err // it names ref
 	}
 	defer func() { err = errors.Join(err, im.Close()) }()
 	m, raw, err := readManifestCached(ctx, im, cacheDir)
@@ -125,10 +125,10 @@ const maxManifest = 64 << 20
 // manifest that does not match the label (another image's label over
 // the same layer) is not used, and ReadManifest reports the mismatch.
 func readManifestCached(ctx context.Context, im *Image, cacheDir string) (*manifest.Manifest, []byte, error) {
-	want, ls := im.Labels()[LabelManifestDigest], im.Layers()
+	want, top := im.Labels()[LabelManifestDigest], im.topLayerDigest()
 	var file string
-	if top := len(ls) - 1; cacheDir != "" && want != "" && top >= 0 && ls[top].Digest.Validate() == nil {
-		file = filepath.Join(cacheDir, "manifests", ls[top].Digest.Algorithm().String(), ls[top].Digest.Encoded())
+	if cacheDir != "" && want != "" && top.Validate() == nil {
+		file = filepath.Join(cacheDir, "manifests", top.Algorithm().String(), top.Encoded())
 		if raw, ok := readCached(file); ok && digest.FromBytes(raw).String() == want {
 			if m, err := manifest.Unmarshal(raw); err == nil {
 				return m, raw, nil

@@ -1,9 +1,12 @@
 package image
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/containers/storage"
@@ -24,6 +27,7 @@ func TestAppendContainersStorage(t *testing.T) {
 	if im.Digest() != d {
 		t.Errorf("reopened digest = %s, Append returned %s", im.Digest(), d)
 	}
+	checkManifestOnly(t, im, c.opts)
 	checkPresentSkipped(t, c, dest, d)
 	for i, l := range im.Layers() {
 		b, err := readLayer(t, im, l.Digest)
@@ -44,6 +48,40 @@ func TestAppendContainersStorage(t *testing.T) {
 		t.Errorf("layers appended onto the store image = %+v, want 4 with uncompressed base layers", layers)
 	}
 	checkNoTemp(t)
+}
+
+// checkManifestOnly opens the store image full as an image opened by
+// openManifestOnly, which lists its layers only for TopLayer: the top
+// layer's digest, the ID and the top layer's bytes are the same.
+func checkManifestOnly(t *testing.T, full *Image, opts Options) {
+	t.Helper()
+	im, err := openManifestOnly(context.Background(), full.Reference(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Close()
+	ls := full.Layers()
+	if len(im.Layers()) != 0 || im.topLayerDigest() != ls[len(ls)-1].Digest {
+		t.Errorf("manifest-only open: %d layers listed, top layer %s; want none, %s", len(im.Layers()), im.topLayerDigest(), ls[len(ls)-1].Digest)
+	}
+	if !slices.Equal(im.ID().DiffIDs, full.ID().DiffIDs) || im.ID().Digest != full.ID().Digest || im.ID().Config != full.ID().Config {
+		t.Errorf("manifest-only open: ID %+v, want %+v", im.ID(), full.ID())
+	}
+	read := func(im *Image) []byte {
+		rc, err := im.TopLayer(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		b, err := io.ReadAll(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if got, want := read(im), read(full); !bytes.Equal(got, want) || len(im.Layers()) != len(ls) {
+		t.Errorf("manifest-only open: top layer %d bytes, %d layers listed after; want %d bytes, %d", len(got), len(im.Layers()), len(want), len(ls))
+	}
 }
 
 // checkPresentSkipped appends again to dest, which holds the image
