@@ -108,9 +108,11 @@ type view struct {
 	// bad is the first block found damaged.
 	bad atomic.Pointer[viewDamage]
 	// nodes are the records made Nodes so far, so that a path's node is
-	// always the same pointer.
+	// always the same pointer; found are the records of the paths found
+	// so far, -1 for a path not there (see find).
 	mu    sync.Mutex
 	nodes map[int]*Node
+	found map[string]int32
 }
 
 // viewDamage is a view file's block that does not match its checksum.
@@ -230,7 +232,7 @@ func openView(b []byte, key [sha256.Size]byte, layers []Layer) (*view, int, bool
 		return nil, 0, false
 	}
 	v := &view{body: body, sums: p[viewFixed:head], checked: make([]atomic.Uint64, (blocks+63)/64),
-		recsLen: int(count) * recordSize, count: int(count), nodes: map[int]*Node{}}
+		recsLen: int(count) * recordSize, count: int(count), nodes: map[int]*Node{}, found: map[string]int32{}}
 	return v, int(listed), true
 }
 
@@ -275,9 +277,31 @@ func (v *view) search(parent, name string) (int, bool) {
 	return i, i < v.count && v.compare(i, pb, nb) == 0
 }
 
-// find returns the record of the clean relative path p.
+// find returns the record of the clean relative path p. The answers
+// are remembered: a warm build asks for about 300 paths ten times each
+// (every lookup resolves each parent of its path again, and systemd's
+// unit search asks for the same directories for every unit), and each
+// search probes about 17 records and their strings. An answer found with
+// the view damaged is not remembered; the index answers from the one
+// built again from then on anyway (Index.intact).
 func (v *view) find(p string) (int, bool) {
-	return v.search(parentDir(p), baseName(p))
+	v.mu.Lock()
+	i, ok := v.found[p]
+	v.mu.Unlock()
+	if ok {
+		return int(i), i >= 0
+	}
+	j, hit := v.search(parentDir(p), baseName(p))
+	if v.bad.Load() == nil {
+		i = -1
+		if hit {
+			i = int32(j)
+		}
+		v.mu.Lock()
+		v.found[p] = i
+		v.mu.Unlock()
+	}
+	return j, hit
 }
 
 // lookup returns the node at the clean relative path p.

@@ -225,3 +225,35 @@ func TestDamagedViewReadOnlyCache(t *testing.T) {
 		t.Fatalf("Lookup(zzz/b) over the damaged block in a read-only cache = %v, %v; Err() = %v", n, ok, warm.Err())
 	}
 }
+
+// TestViewLookupsAgain: the view remembers what it found, and answers a
+// path asked for again, found or not, as the first time (a missing path
+// next to one that is there too).
+func TestViewLookupsAgain(t *testing.T) {
+	dir := t.TempDir()
+	layers, long := viewLayers(t)
+	opts := baseindex.Options{CacheDir: dir}
+	if _, err := baseindex.Build(context.Background(), descriptors(layers), opts); err != nil {
+		t.Fatal(err)
+	}
+	warm, err := baseindex.Build(context.Background(), unopenable(t, layers), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		for _, p := range []string{"etc/passwe", "etc/passwd/x", "usr/share/many/file-with-a-long-name-0400", "zzz/c"} {
+			if n, ok := warm.Lookup(p); ok {
+				t.Errorf("Lookup(%s) = %+v, want nothing", p, n)
+			}
+		}
+		if n, ok := warm.Lookup("zzz/b"); !ok || n.Target != long {
+			t.Errorf("Lookup(zzz/b) = %+v, %v; want the symlink", n, ok)
+		}
+		if b, ok := warm.Content("etc/passwd"); !ok || string(b) != "root:x:0:0::/root:/bin/bash\n" {
+			t.Errorf("Content(etc/passwd) = %q, %v", b, ok)
+		}
+		if n, ok := warm.Lookup("usr/share/many/file-with-a-long-name-0399"); !ok || n.Size != 1 {
+			t.Errorf("Lookup(...-0399) = %+v, %v", n, ok)
+		}
+	}
+}
