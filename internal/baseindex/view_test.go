@@ -84,10 +84,13 @@ func failing(layers []*testLayer) []baseindex.Layer {
 
 // TestViewChecksOnlyWhatItReads: a warm Build checks none of the view's
 // blocks but its head, and a lookup checks the few it reads.
-func TestViewChecksOnlyWhatItReads(t *testing.T) {
-	dir := t.TempDir()
-	layers, _ := viewLayers(t)
-	opts := baseindex.Options{CacheDir: dir}
+// warmView builds viewLayers' index into a new cache, then again from
+// its view (the layers cannot be opened), and returns that index and the
+// long symlink target.
+func warmView(t *testing.T) (*baseindex.Index, string) {
+	t.Helper()
+	layers, long := viewLayers(t)
+	opts := baseindex.Options{CacheDir: t.TempDir()}
 	if _, err := baseindex.Build(context.Background(), descriptors(layers), opts); err != nil {
 		t.Fatal(err)
 	}
@@ -95,6 +98,11 @@ func TestViewChecksOnlyWhatItReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return warm, long
+}
+
+func TestViewChecksOnlyWhatItReads(t *testing.T) {
+	warm, _ := warmView(t)
 	checked, blocks := baseindex.CheckedBlocks(warm)
 	if blocks < 10 || checked != 0 {
 		t.Fatalf("after a warm Build, %d of %d blocks checked, want 0 of at least 10", checked, blocks)
@@ -230,16 +238,7 @@ func TestDamagedViewReadOnlyCache(t *testing.T) {
 // path asked for again, found or not, as the first time (a missing path
 // next to one that is there too).
 func TestViewLookupsAgain(t *testing.T) {
-	dir := t.TempDir()
-	layers, long := viewLayers(t)
-	opts := baseindex.Options{CacheDir: dir}
-	if _, err := baseindex.Build(context.Background(), descriptors(layers), opts); err != nil {
-		t.Fatal(err)
-	}
-	warm, err := baseindex.Build(context.Background(), unopenable(t, layers), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	warm, long := warmView(t)
 	for range 2 {
 		for _, p := range []string{"etc/passwe", "etc/passwd/x", "usr/share/many/file-with-a-long-name-0400", "zzz/c"} {
 			if n, ok := warm.Lookup(p); ok {
