@@ -35,16 +35,16 @@ type LayerInfo struct {
 // Image is an opened source image, resolved to one platform. Get one from
 // Open and Close it when done.
 type Image struct {
-	ref         string
-	src         types.ImageSource
-	store       storage.Store // containers-storage only; shut down by Close
-	layoutDir   string        // oci: only: the layout holding the blobs
-	digest      digest.Digest
-	config      []byte // the config in OCI form, as JSON
-	configDesc  digest.Digest
-	diffIDs     []digest.Digest // the config's
-	layers      []LayerInfo
-	descs       []imgspecv1.Descriptor // layers as OCI descriptors (with URLs, annotations)
+	ref        string
+	src        types.ImageSource
+	store      storage.Store // containers-storage only; shut down by Close
+	layoutDir  string        // oci: only: the layout holding the blobs
+	digest     digest.Digest
+	config     []byte // the config in OCI form, as JSON
+	configDesc digest.Digest
+	diffIDs    []digest.Digest // the config's
+	layers     []LayerInfo
+	descs      []imgspecv1.Descriptor // layers as OCI descriptors (with URLs, annotations)
 	// unlisted lists the layers of a store image opened without them
 	// (openManifestOnly), and is nil once they are listed.
 	unlisted    func(context.Context) error

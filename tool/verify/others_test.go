@@ -141,7 +141,9 @@ func TestDiffErrorsInOrder(t *testing.T) {
 		{"an image without a manifest", DiffOptions{Base: missing, Image: others},
 			func(err error) bool { return errors.Is(err, image.ErrNotLayered) }},
 		{"a manifest file missing", DiffOptions{Base: missing, ManifestFile: filepath.Join(e.dir, "no-such.json")},
-			func(err error) bool { return errors.Is(err, fs.ErrNotExist) && strings.Contains(err.Error(), "no-such.json") }},
+			func(err error) bool {
+				return errors.Is(err, fs.ErrNotExist) && strings.Contains(err.Error(), "no-such.json")
+			}},
 		{"a base missing", DiffOptions{Base: missing, Image: layered},
 			func(err error) bool { return err != nil && strings.Contains(err.Error(), "no-such-base") }},
 	} {
