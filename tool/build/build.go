@@ -195,13 +195,10 @@ func Image(ctx context.Context, opts Options) (_ *Result, err error) {
 }
 
 // openBase opens opts.Base while opts.LoadMachineConfigs, when set, loads
-// opts.MachineConfigs (docs/design.md, The warm path). The loading, the
-// longer of the two on a warm cache, runs on the calling goroutine, so
-// that it starts at once; the opening in another. A loading error
-// cancels the opening and is the one returned. The caller calls release
-// once it has closed the base: the index keeps the context it was opened
-// with, which stops a rebuild of a damaged cached view when ctx is
-// cancelled, and must not be cancelled before.
+// opts.MachineConfigs (image.OpenBaseWhile): the loading, the longer of
+// the two on a warm cache, runs on the calling goroutine. A loading
+// error cancels the opening and is the one returned. The caller calls
+// release once it has closed the base.
 func openBase(ctx context.Context, opts *Options) (_ *image.Base, release func(), _ error) {
 	load := opts.LoadMachineConfigs
 	if load == nil {
@@ -209,33 +206,10 @@ func openBase(ctx context.Context, opts *Options) (_ *image.Base, release func()
 		return b, func() {}, err
 	}
 	opts.LoadMachineConfigs = nil
-	ctx, cancel := context.WithCancelCause(ctx)
-	var b *image.Base
-	var err error
-	opened := make(chan struct{})
-	ref, bo := opts.Base, opts.baseOptions()
-	go func() {
-		defer close(opened)
-		b, err = image.OpenBase(ctx, ref, bo)
-	}()
-	mcs, loadErr := load()
-	if loadErr != nil {
-		cancel(loadErr)
-	}
-	<-opened
-	opts.MachineConfigs = mcs
-	if loadErr != nil {
-		if b != nil {
-			loadErr = errors.Join(loadErr, b.Close())
-		}
-		cancel(nil)
-		return nil, nil, loadErr
-	}
-	if err != nil {
-		cancel(nil)
-		return nil, nil, err
-	}
-	return b, func() { cancel(nil) }, nil
+	return image.OpenBaseWhile(ctx, opts.Base, opts.baseOptions(), func() (err error) {
+		opts.MachineConfigs, err = load()
+		return err
+	})
 }
 
 // loadMachineConfigs runs opts.LoadMachineConfigs, when set, before a

@@ -38,6 +38,43 @@ type Base struct {
 // the base-state comparison and revert prediction read.
 func (b *Base) Tree() render.Root { return baseindex.Root{Index: b.Index} }
 
+// OpenBaseWhile opens the base ref in a goroutine while work runs on
+// the calling one, which starts it at once (docs/design.md, The warm
+// path): a build loads its MachineConfigs, a diff reads the layered
+// image's manifest. An error of work cancels the opening and is the one
+// returned, the base closed if it opened, as when they ran one after the
+// other. The caller calls release once it has closed the base: the index
+// keeps the context it was opened with, which stops a rebuild of a
+// damaged cached view when ctx is cancelled, and must not be cancelled
+// before.
+func OpenBaseWhile(ctx context.Context, ref string, opts BaseOptions, work func() error) (_ *Base, release func(), _ error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	var b *Base
+	var err error
+	opened := make(chan struct{})
+	go func() {
+		defer close(opened)
+		b, err = OpenBase(ctx, ref, opts)
+	}()
+	werr := work()
+	if werr != nil {
+		cancel(werr)
+	}
+	<-opened
+	if werr != nil {
+		if b != nil {
+			werr = errors.Join(werr, b.Close())
+		}
+		cancel(nil)
+		return nil, nil, werr
+	}
+	if err != nil {
+		cancel(nil)
+		return nil, nil, err
+	}
+	return b, func() { cancel(nil) }, nil
+}
+
 // OpenBase opens ref and indexes its layers (or reads the cached index).
 // The caller closes the Base.
 func OpenBase(ctx context.Context, ref string, opts BaseOptions) (*Base, error) {

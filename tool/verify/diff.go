@@ -77,39 +77,20 @@ type diffInputs struct {
 	base    *image.Base
 }
 
-// openInputs opens the base in a goroutine while the layered image's
-// manifest is read on the calling one (docs/design.md, The warm path):
-// neither needs the other, and a containers-storage store they share is
-// loaded once. An error reading the manifest (or the MachineConfigs it
-// is compared with) cancels the opening and is the one returned, as when
-// they ran one after the other. The caller calls release after closing
-// the base, whose index keeps the context it was opened with.
+// openInputs opens the base while the layered image's manifest is read
+// (image.OpenBaseWhile): neither needs the other, and a
+// containers-storage store they share is loaded once. An error reading
+// the manifest (or the MachineConfigs it is compared with) cancels the
+// opening and is the one returned, as when they ran one after the
+// other. The caller calls release after closing the base.
 func openInputs(ctx context.Context, o DiffOptions) (in diffInputs, release func(), err error) {
 	// The image may be read and closed before the goroutine opens the base.
-	hold := image.HoldStore(o.Base, o.Images)
-	bctx, cancel := context.WithCancelCause(ctx)
-	var berr error
-	opened := make(chan struct{})
-	go func() {
-		defer close(opened)
-		in.base, berr = image.OpenBase(bctx, o.Base, o.baseOptions())
-	}()
-	err = in.readManifest(ctx, o)
+	defer image.HoldStore(o.Base, o.Images)()
+	in.base, release, err = image.OpenBaseWhile(ctx, o.Base, o.baseOptions(), func() error { return in.readManifest(ctx, o) })
 	if err != nil {
-		cancel(err)
-	}
-	<-opened
-	hold()
-	if err == nil {
-		err = berr
-	} else if in.base != nil {
-		err = errors.Join(err, in.base.Close())
-	}
-	if err != nil {
-		cancel(nil)
 		return diffInputs{}, nil, err
 	}
-	return in, func() { cancel(nil) }, nil
+	return in, release, nil
 }
 
 // readManifest reads the layered image's manifest, and warns of each
