@@ -739,3 +739,42 @@ func TestReadInputsTotal(t *testing.T) {
 		t.Errorf("ReadInputs(a.yaml, b.yaml) = %v, want %s", err, want)
 	}
 }
+
+// The MachineConfig the machine-config-daemon stores on a node
+// (/etc/machine-config-daemon/currentconfig) has no apiVersion and no
+// kind, and carries server metadata: it is the same MachineConfig as the
+// rendered object it came from.
+func TestLoadStoredByDaemon(t *testing.T) {
+	stored, err := Load([]string{"../testdata/currentconfig/worker-aws.json"}, nil)
+	if err != nil {
+		t.Fatalf("the MCD's stored form: %v", err)
+	}
+	rendered, err := Load([]string{"../testdata/machineconfigs/rendered-worker-aws.json"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stored) != 1 || stored[0].Name != rendered[0].Name {
+		t.Fatalf("got %d MachineConfigs (%v), want one named %s", len(stored), stored, rendered[0].Name)
+	}
+	if diff := cmp.Diff(rendered[0].Ignition, stored[0].Ignition); diff != "" {
+		t.Errorf("the stored form's Ignition config differs (-rendered +stored):\n%s", diff)
+	}
+	if len(stored[0].Warnings) != 0 {
+		t.Errorf("warnings on the MCD's stored form: %v", stored[0].Warnings)
+	}
+}
+
+// Objects of no kind are MachineConfigs only when they have a spec: a
+// raw Ignition config gets a hint.
+func TestLoadNoKind(t *testing.T) {
+	for _, tc := range []struct{ doc, want string }{
+		{`{"ignition":{"version":"3.4.0"},"storage":{}}`, `i.json: <unnamed>: kind: this is an Ignition config, not a MachineConfig: put it in a MachineConfig's spec.config`},
+		{`{"metadata":{"name":"x"}}`, `i.json: x: kind: kind "" is not MachineConfig (or a List of them)`},
+		{`{"apiVersion":"v1","metadata":{"name":"x"},"spec":{}}`, `i.json: x: kind: kind "" is not MachineConfig (or a List of them)`},
+	} {
+		_, err := Parse("i.json", []byte(tc.doc))
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("Parse(%s): %v, want %s", tc.doc, err, tc.want)
+		}
+	}
+}

@@ -136,7 +136,11 @@ func parseObject(file string, raw json.RawMessage, cache validCache) (*MachineCo
 	ferr := func(field, msg string) error {
 		return &FieldError{File: file, MachineConfig: orUnnamed(name), Field: field, Reason: ReasonInvalid, Msg: msg}
 	}
-	if obj.Kind != Kind {
+	switch {
+	case obj.Kind == Kind, storedByDaemon(obj, top):
+	case obj.Kind == "" && top["ignition"] != nil:
+		return nil, ferr("kind", "this is an Ignition config, not a MachineConfig: put it in a MachineConfig's spec.config")
+	default:
 		return nil, ferr("kind", fmt.Sprintf("kind %q is not %s (or a List of them)", obj.Kind, Kind))
 	}
 	if obj.APIVersion != "" && obj.APIVersion != APIVersion {
@@ -160,6 +164,16 @@ func parseObject(file string, raw json.RawMessage, cache validCache) (*MachineCo
 		mc.Warnings = append(mc.Warnings, w)
 	}
 	return mc, withContext(errors.Join(specErrors(obj.Spec), Refusals(cfg)), file, name, fields)
+}
+
+// storedByDaemon reports whether obj is a MachineConfig as the
+// machine-config-daemon stores it at /etc/machine-config-daemon/currentconfig:
+// json.Marshal of the object a lister returned, which has neither
+// apiVersion nor kind (client-go leaves them empty, and both are
+// omitempty), but has a spec (docs/node.md, The revert guard).
+func storedByDaemon(obj object, top map[string]json.RawMessage) bool {
+	_, spec := top["spec"]
+	return obj.Kind == "" && obj.APIVersion == "" && spec
 }
 
 // refusalsUnvalidated returns the refusals of a spec 3 config that

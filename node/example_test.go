@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"context"
 	"fmt"
 	"log"
 
@@ -21,7 +22,7 @@ func ExamplePrepareRevert() {
 	if err != nil {
 		log.Fatalf("the MachineConfig: %v", err)
 	}
-	rec, err := node.PrepareRevert(node.PrepareOptions{Sysroot: "/", MachineConfigs: mcs})
+	rec, err := node.PrepareRevert(context.Background(), node.PrepareOptions{Sysroot: "/", MachineConfigs: mcs})
 	if err != nil {
 		// Nothing was written (or, after a failed write, every path is
 		// back as it was): keep the two-reboot revert.

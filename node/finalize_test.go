@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -23,7 +24,7 @@ import (
 func TestCheckBeforeBoot(t *testing.T) {
 	st, mcs, _ := setup(t)
 	s, booted, staged := deployments(t, st)
-	if _, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs}); err != nil {
+	if _, err := node.Prepare(context.Background(), s, booted, staged, node.PrepareOptions{MachineConfigs: mcs}); err != nil {
 		t.Fatalf("Prepare: %v", err)
 	}
 	record := filepath.Join(booted.Var(), node.VarRecordDir, node.RecordFile)

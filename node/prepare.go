@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -146,7 +147,10 @@ func (r *Record) Written() []Change {
 // stateroot's /var. Inputs that cannot be prepared (no single staged
 // deployment, an owned path the staged /etc has as a fifo or a symlink,
 // a plan for other images or paths) are errors and nothing is written.
-func PrepareRevert(opts PrepareOptions) (*Record, error) {
+// So is a ctx done before the writes begin; once they have, they are
+// finished (or undone) whatever ctx says, so that no transaction is left
+// half made.
+func PrepareRevert(ctx context.Context, opts PrepareOptions) (*Record, error) {
 	s, err := OpenSysroot(opts.Sysroot)
 	if err != nil {
 		return nil, err
@@ -159,14 +163,14 @@ func PrepareRevert(opts PrepareOptions) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Prepare(s, booted, staged, opts)
+	return Prepare(ctx, s, booted, staged, opts)
 }
 
 // Prepare is PrepareRevert for deployments already found: staged is the
 // deployment the next boot starts, whose /etc finalization merges the
 // node's changes into, and booted the deployment the node runs (whose
 // usr/etc and etc are the defaults and the node's /etc).
-func Prepare(s *Sysroot, booted, staged *Deployment, opts PrepareOptions) (*Record, error) {
+func Prepare(ctx context.Context, s *Sysroot, booted, staged *Deployment, opts PrepareOptions) (*Record, error) {
 	if len(opts.MachineConfigs) == 0 {
 		return nil, errors.New("no MachineConfig given")
 	}
@@ -178,7 +182,7 @@ func Prepare(s *Sysroot, booted, staged *Deployment, opts PrepareOptions) (*Reco
 	for _, mc := range opts.MachineConfigs {
 		rec.MachineConfigs = append(rec.MachineConfigs, manifest.MachineConfig{Name: mc.Name, Digest: mc.Digest})
 	}
-	w, err := planPrepare(s, booted, staged, opts.MachineConfigs, rec)
+	w, err := planPrepare(ctx, s, booted, staged, opts.MachineConfigs, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -189,6 +193,9 @@ func Prepare(s *Sysroot, booted, staged *Deployment, opts PrepareOptions) (*Reco
 	}
 	if opts.DryRun {
 		return rec, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("before writing: %w", context.Cause(ctx))
 	}
 	err = withWritable(s.Physical, func() error { return applyPrepare(staged, w, rec, opts) })
 	return rec, err
@@ -209,7 +216,7 @@ type pendingWrite struct {
 
 // planPrepare computes every owned path's Change (into rec) and the
 // writes. It reads, never writes.
-func planPrepare(s *Sysroot, booted, staged *Deployment, mcs []*machineconfig.MachineConfig, rec *Record) (*prepared, error) {
+func planPrepare(ctx context.Context, s *Sysroot, booted, staged *Deployment, mcs []*machineconfig.MachineConfig, rec *Record) (*prepared, error) {
 	bootedRoot, err := render.OpenDir(booted.Dir)
 	if err != nil {
 		return nil, err
@@ -235,6 +242,9 @@ func planPrepare(s *Sysroot, booted, staged *Deployment, mcs []*machineconfig.Ma
 	p := &prepared{res: res}
 	var errs []error
 	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("computing the writes: %w", context.Cause(ctx))
+		}
 		c, write, err := changeFor(e, bootedRoot, stagedRoot)
 		if err != nil {
 			errs = append(errs, err)

@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -245,14 +246,14 @@ func TestPrepare(t *testing.T) {
 	}
 	sort.Strings(predicted)
 
-	dry, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, DryRun: true})
+	dry, err := node.Prepare(context.Background(), s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, DryRun: true})
 	if err != nil {
 		t.Fatalf("Prepare(dry run): %v", err)
 	}
 	if diff := cmp.Diff(before, roottest.Tree(t, staged.Dir)); diff != "" {
 		t.Fatalf("a dry run changed the staged deployment (-before +after):\n%s", diff)
 	}
-	rec, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs})
+	rec, err := node.Prepare(context.Background(), s, booted, staged, node.PrepareOptions{MachineConfigs: mcs})
 	if err != nil {
 		t.Fatalf("Prepare: %v", err)
 	}
@@ -334,7 +335,7 @@ func TestPrepare(t *testing.T) {
 		t.Errorf("zincati.service = %q, want the mask", got)
 	}
 
-	again, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs})
+	again, err := node.Prepare(context.Background(), s, booted, staged, node.PrepareOptions{MachineConfigs: mcs})
 	if err != nil {
 		t.Fatalf("second Prepare: %v", err)
 	}
@@ -356,7 +357,7 @@ func TestPrepare(t *testing.T) {
 func dryRunChanges(t *testing.T, st ostreetest.Staged, mcs []*machineconfig.MachineConfig) map[string]node.Change {
 	t.Helper()
 	s, booted, staged := deployments(t, st)
-	rec, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, DryRun: true})
+	rec, err := node.Prepare(context.Background(), s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, DryRun: true})
 	if err != nil {
 		t.Fatalf("Prepare: %v", err)
 	}
@@ -478,7 +479,7 @@ func TestPrepareFailureHalfway(t *testing.T) {
 	s, booted, staged := deployments(t, st)
 	before := roottest.Tree(t, staged.Dir)
 	boom := errors.New("injected failure")
-	rec, err := node.Prepare(s, booted, staged, node.WithFailAt(node.PrepareOptions{MachineConfigs: mcs}, func(i int) error {
+	rec, err := node.Prepare(context.Background(), s, booted, staged, node.WithFailAt(node.PrepareOptions{MachineConfigs: mcs}, func(i int) error {
 		if i == 7 {
 			return boom
 		}
@@ -522,7 +523,7 @@ func TestPrepareLabels(t *testing.T) {
 `,
 		"etc/selinux/targeted/contexts/files/file_contexts.local": "/etc/mcbake/kubelet\\.conf	system_u:object_r:kubelet_conf_t:s0\n",
 	})
-	if _, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs}); err != nil {
+	if _, err := node.Prepare(context.Background(), s, booted, staged, node.PrepareOptions{MachineConfigs: mcs}); err != nil {
 		t.Fatalf("Prepare: %v", err)
 	}
 	want := map[string]string{
@@ -567,7 +568,7 @@ func TestPrepareReadOnlySysroot(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(staged.Dir, "etc", "probe"), nil, 0o644); err == nil || !errors.Is(err, unix.EROFS) {
 		t.Fatalf("writing the read-only sysroot = %v, want EROFS", err)
 	}
-	rec, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs})
+	rec, err := node.Prepare(context.Background(), s, booted, staged, node.PrepareOptions{MachineConfigs: mcs})
 	if err != nil {
 		t.Fatalf("Prepare on a read-only sysroot: %v", err)
 	}
@@ -618,7 +619,7 @@ func TestPrepareRefuses(t *testing.T) {
 			if tt.mcs {
 				o.MachineConfigs = mcs
 			}
-			_, err := node.Prepare(s, booted, staged, o)
+			_, err := node.Prepare(context.Background(), s, booted, staged, o)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Prepare = %v, want %q", err, tt.want)
 			}
@@ -693,7 +694,7 @@ func TestSysrootDeployments(t *testing.T) {
 	if err != nil || staged.Dir != st.Staged {
 		t.Fatalf("Staged() = %+v, %v; want %s", staged, err, st.Staged)
 	}
-	rec, err := node.PrepareRevert(node.PrepareOptions{Sysroot: st.Sysroot, MachineConfigs: mcs, DryRun: true})
+	rec, err := node.PrepareRevert(context.Background(), node.PrepareOptions{Sysroot: st.Sysroot, MachineConfigs: mcs, DryRun: true})
 	if err != nil || rec.Staged.Dir != st.Staged || len(rec.Written()) == 0 {
 		t.Fatalf("PrepareRevert(dry run) = %+v, %v; want writes for %s", rec, err, st.Staged)
 	}
@@ -755,7 +756,7 @@ func TestBootedComposefs(t *testing.T) {
 func TestPreparePlanMismatch(t *testing.T) {
 	st, mcs, _ := setup(t)
 	s, booted, staged := deployments(t, st)
-	dry, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, DryRun: true})
+	dry, err := node.Prepare(context.Background(), s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -765,7 +766,7 @@ func TestPreparePlanMismatch(t *testing.T) {
 	}
 	plan.Rewrite = append(plan.Rewrite, revert.PlanEntry{Path: "/etc/not-owned", Type: manifest.Directory, Mode: 0o755})
 	before := roottest.Tree(t, staged.Dir)
-	_, err = node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, Plan: plan})
+	_, err = node.Prepare(context.Background(), s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, Plan: plan})
 	var pm *node.PlanMismatchError
 	if !errors.As(err, &pm) {
 		t.Fatalf("Prepare with a mismatched plan = %v, want a PlanMismatchError", err)
@@ -806,7 +807,7 @@ func TestPlanImages(t *testing.T) {
 	st, mcs, m := setupWith(t, ostreetest.StageOptions{MCDWrite: func(string) error { return nil },
 		LMeta: imageMeta("L manifest", "L config", "L layer"), BMeta: imageMeta("B manifest", "B config", "B layer")})
 	s, booted, staged := deployments(t, st)
-	dry, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, DryRun: true})
+	dry, err := node.Prepare(context.Background(), s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -818,7 +819,7 @@ func TestPlanImages(t *testing.T) {
 			plan.Rewrite = append(plan.Rewrite, revert.PlanEntry{Path: c.Path, Type: manifest.Directory, Mode: 0o755})
 		}
 	}
-	if _, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, Plan: plan, DryRun: true}); err != nil {
+	if _, err := node.Prepare(context.Background(), s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, Plan: plan, DryRun: true}); err != nil {
 		t.Errorf("Prepare with a plan for converted copies of the images = %v, want it accepted", err)
 	}
 	// Idempotent with the plan too: a second run finds the paths the
@@ -834,7 +835,7 @@ func TestPlanImages(t *testing.T) {
 		typed.Rewrite = append(typed.Rewrite, revert.PlanEntry{Path: pe.Path, Type: e.Type, Mode: e.Mode, UID: e.UID, GID: e.GID, Digest: e.Digest, Target: e.Target})
 	}
 	for run := 1; run <= 2; run++ {
-		rec, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, Plan: &typed})
+		rec, err := node.Prepare(context.Background(), s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, Plan: &typed})
 		if err != nil {
 			t.Fatalf("Prepare with the plan, run %d: %v", run, err)
 		}
@@ -844,7 +845,7 @@ func TestPlanImages(t *testing.T) {
 	}
 	other := *plan
 	other.Base = imageRef("B manifest", "another config", "another layer")
-	_, err = node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, Plan: &other, DryRun: true})
+	_, err = node.Prepare(context.Background(), s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, Plan: &other, DryRun: true})
 	if err == nil || !strings.Contains(err.Error(), "but the staged deployment is "+digest.FromString("B manifest").String()) {
 		t.Errorf("Prepare with a plan for another base = %v, want a refusal naming the staged image", err)
 	}

@@ -34,7 +34,7 @@ func rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(cli.PrepareRevertCommand(), cli.FinalizedCommand(), cli.CheckCommand(),
+	root.AddCommand(cli.PrepareRevertCommand(), cli.FinalizedCommand(), cli.CheckCommand(), cli.GuardCommand(),
 		cli.RewriteCommand(), cli.OnDiskCommand(), &cobra.Command{
 			Use:   "version",
 			Short: "Print mcbake-node's version",

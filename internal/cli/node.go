@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,7 +28,47 @@ first boot of the base. See docs/node.md.`,
 		Example: `  mcbake node prepare-revert -f machineconfigs/ --dry-run
   mcbake node check --format json`,
 	}
-	cmd.AddCommand(PrepareRevertCommand(), FinalizedCommand(), CheckCommand())
+	cmd.AddCommand(PrepareRevertCommand(), FinalizedCommand(), CheckCommand(), GuardCommand())
+	return cmd
+}
+
+// GuardTimeout bounds the revert guard's computation at shutdown; the
+// unit's TimeoutStopSec (longer) bounds the whole run.
+const GuardTimeout = 90 * time.Second
+
+// GuardCommand is `node guard`, the revert guard that
+// mcbake-revert-guard.service runs at shutdown.
+func GuardCommand() *cobra.Command {
+	var sysroot string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "guard [--sysroot DIR]",
+		Short: "At shutdown, prepare the staged deployment for the config the machine-config-daemon stored (the revert guard)",
+		Long: `Guard is what mcbake-revert-guard.service, baked into every image mcbake build
+makes, runs at shutdown before ostree finalizes a staged deployment. When the
+staged deployment is the image of the config the machine-config-daemon stored
+(/etc/machine-config-daemon/currentconfig and currentimage), it writes into it
+what prepare-revert would, so that the node boots it with every MachineConfig
+path in place. Nothing staged, or another image staged: it does nothing. It
+prints one line, keeps a report in /var/lib/mcbake/guard.json, and exits 0
+whatever happens: it never fails a shutdown. See docs/node.md.`,
+		Example: `  mcbake-node guard          # what the unit runs
+  cat /var/lib/mcbake/guard.json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeoutCause(cmd.Context(), timeout, fmt.Errorf("the guard's --timeout %v passed", timeout))
+			defer cancel()
+			rep, err := node.Guard(ctx, sysroot, nil)
+			line := rep.Line()
+			if err != nil && rep.Action != node.GuardFailed {
+				line += " (" + err.Error() + ")"
+			}
+			_, perr := fmt.Fprintln(cmd.OutOrStdout(), "mcbake revert guard: "+line)
+			return perr
+		},
+	}
+	cmd.Flags().StringVar(&sysroot, "sysroot", "/", "the ostree sysroot (/ on a booted node)")
+	cmd.Flags().DurationVar(&timeout, "timeout", GuardTimeout, "give up, writing nothing, when the writes are not computed by then")
 	return cmd
 }
 
@@ -68,7 +109,7 @@ deployment. A second run writes nothing.`,
 					return err
 				}
 			}
-			rec, err := node.PrepareRevert(opts)
+			rec, err := node.PrepareRevert(cmd.Context(), opts)
 			if rec != nil {
 				if perr := printRecord(cmd.OutOrStdout(), rec, format); err == nil {
 					err = perr

@@ -269,7 +269,7 @@ func e2ePrepare(t *testing.T, rep *revert.Report, l *e2eImage, b *e2eBase, store
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: l.mcs})
+	rec, err := node.Prepare(context.Background(), s, booted, staged, node.PrepareOptions{MachineConfigs: l.mcs})
 	if err != nil {
 		t.Fatalf("node.Prepare: %v", err)
 	}
