@@ -28,18 +28,23 @@ FUZZMIN   ?= 200x
 FUZZLONG  ?= 2m
 DEMO      := _demo
 
-.PHONY: all build node deps test unit fuzz fuzz-long demo bench image man clean update-golden vet
+.PHONY: all build node guard-bin deps test unit fuzz fuzz-long demo bench image man clean update-golden vet
 
 all: build
 
 # build: the CLI, from the tool module (tool/go.mod: containers/image,
 # storage and buildah); the library is the module at the root.
-build:
+build: guard-bin
 	$(GO) -C tool build $(GOFLAGS_B) -ldflags "$(LDFLAGS)" -o ../bin/mcbake ./cmd/mcbake
 
 # node: the static node binary (no cgo, no build tags), for every RHCOS.
 node:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/mcbake-node ./cmd/mcbake-node
+
+# guard-bin: the node binary, embedded in mcbake as the revert guard's
+# (tool/guard): every image mcbake build makes carries it.
+guard-bin: node
+	cp bin/mcbake-node tool/guard/bin/mcbake-node
 
 vet:
 	$(GO) vet -tags "$(TAGS)" ./...
@@ -52,7 +57,7 @@ deps:
 # test: everything CI runs. Installs ostree/skopeo/umoci/buildah/crun when
 # missing (as root), runs every test, then each fuzz target briefly. vet
 # runs after deps, even under -j: TAGS depends on what deps installs.
-test: deps
+test: deps guard-bin
 	$(MAKE) --no-print-directory vet
 	$(GO) test -tags "$(TAGS)" -count=1 -timeout 20m ./...
 	GOEXPERIMENT=nojsonv2 $(GO) test -tags "$(TAGS)" -count=1 -timeout 20m $(LIBRARY_PKGS)

@@ -51,6 +51,10 @@ type Manifest struct {
 	Base           *Image          `json:"base,omitempty"`
 	Entries        []Entry         `json:"entries"`
 	Units          []Unit          `json:"units,omitempty"`
+	// Own are the paths mcbake adds for itself (the revert guard under
+	// /usr), never a MachineConfig's: diff, ondisk and the node ignore
+	// them.
+	Own []Entry `json:"own,omitempty"`
 }
 
 // Image names the base image a manifest was built against.
@@ -180,6 +184,7 @@ func (m *Mode) UnmarshalJSON(b []byte) error {
 func (m *Manifest) Sort() {
 	sort.SliceStable(m.Entries, func(i, j int) bool { return m.Entries[i].Path < m.Entries[j].Path })
 	sort.SliceStable(m.Units, func(i, j int) bool { return m.Units[i].Name < m.Units[j].Name })
+	sort.SliceStable(m.Own, func(i, j int) bool { return m.Own[i].Path < m.Own[j].Path })
 }
 
 // Marshal sorts m and returns its canonical encoding (indented JSON with a

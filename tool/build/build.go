@@ -20,6 +20,7 @@ import (
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/render"
+	"github.com/mcbake/mcbake/tool/guard"
 	"github.com/mcbake/mcbake/tool/image"
 	"github.com/opencontainers/go-digest"
 )
@@ -60,6 +61,12 @@ type Options struct {
 	// base's index lists) and writes them under one OCI index: the append
 	// engine only. Images.Platform is then ignored.
 	Platforms []string
+	// Guard, when set, is the revert guard's node binary: the guard
+	// (guard.Entries) goes into the new layer, recorded in the manifest
+	// as mcbake's own (docs/node.md, The revert guard). With no
+	// MachineConfigs, the layer carries only the guard, and no manifest:
+	// the image stays one built by others, with a guard.
+	Guard []byte
 	// ContainerfileAppend is a file of extra Containerfile instructions
 	// (RPM installs, say) for RenderOnly and engines that build a
 	// Containerfile; the append engine refuses it.
@@ -257,21 +264,46 @@ type Prepared struct {
 	BaseDigest digest.Digest
 	// BaseDiffIDs are the base's layers' diff IDs: the built image starts
 	// with them.
-	BaseDiffIDs  []digest.Digest
-	Tree         render.Root
-	Rendered     *render.Result
+	BaseDiffIDs []digest.Digest
+	Tree        render.Root
+	Rendered    *render.Result
+	// Manifest and ManifestJSON are nil for a guard-only build.
 	Manifest     *manifest.Manifest
 	ManifestJSON []byte
+	// Own are mcbake's own files (the revert guard), with their content.
+	Own []render.Entry
+	// GuardDigest is the digest of the guard's binary, when it has one.
+	GuardDigest digest.Digest
 	// ExtraLabels and ExtraAnnotations are the caller's (Options.Labels,
 	// Options.Annotations), included in Labels and Annotations.
 	ExtraLabels, ExtraAnnotations map[string]string
 }
 
 // Prepare renders the MachineConfigs against an opened base and records
-// the manifest, with the base's state of every owned path.
+// the manifest, with the base's state of every owned path. With none,
+// and opts.Guard, it prepares a guard-only build.
 func Prepare(b *image.Base, opts Options) (*Prepared, error) {
-	merged := machineconfig.Merge(opts.MachineConfigs)
 	tree := b.Tree()
+	p := &Prepared{BaseRef: opts.Base, BaseDigest: b.Digest(), Tree: tree}
+	p.ExtraLabels, p.ExtraAnnotations = maps.Clone(opts.Labels), maps.Clone(opts.Annotations)
+	if err := p.checkExtra(); err != nil {
+		return nil, err
+	}
+	for _, l := range b.Layers() {
+		p.BaseDiffIDs = append(p.BaseDiffIDs, l.DiffID)
+	}
+	if opts.Guard != nil {
+		p.Own = guard.Entries(opts.Guard)
+		p.GuardDigest = p.Own[0].Digest
+	}
+	if len(opts.MachineConfigs) == 0 {
+		if opts.Guard == nil {
+			return nil, errors.New("no MachineConfig given (-f), and no revert guard to add")
+		}
+		p.Rendered = &render.Result{}
+		return p, nil
+	}
+	merged := machineconfig.Merge(opts.MachineConfigs)
 	res, err := render.Render(merged, tree)
 	if err != nil {
 		return nil, err
@@ -283,18 +315,15 @@ func Prepare(b *image.Base, opts Options) (*Prepared, error) {
 			return nil, fmt.Errorf("%s: %w", m.Entries[i].Path, err)
 		}
 	}
+	for _, e := range p.Own {
+		e.Content = nil
+		m.Own = append(m.Own, e.Entry)
+	}
 	raw, err := manifest.Marshal(m)
 	if err != nil {
 		return nil, err
 	}
-	p := &Prepared{BaseRef: opts.Base, BaseDigest: b.Digest(), Tree: tree, Rendered: res, Manifest: m, ManifestJSON: raw}
-	p.ExtraLabels, p.ExtraAnnotations = maps.Clone(opts.Labels), maps.Clone(opts.Annotations)
-	if err := p.checkExtra(); err != nil {
-		return nil, err
-	}
-	for _, l := range b.Layers() {
-		p.BaseDiffIDs = append(p.BaseDiffIDs, l.DiffID)
-	}
+	p.Rendered, p.Manifest, p.ManifestJSON = res, m, raw
 	return p, nil
 }
 
@@ -303,6 +332,9 @@ func (o Options) baseOptions() image.BaseOptions {
 }
 
 func (p *Prepared) names() []string {
+	if p.Manifest == nil {
+		return []string{"revert guard"}
+	}
 	var n []string
 	for _, mc := range p.Manifest.MachineConfigs {
 		n = append(n, mc.Name)
@@ -316,9 +348,14 @@ func (p *Prepared) Labels() map[string]string {
 	if l == nil {
 		l = map[string]string{}
 	}
-	l[image.LabelManifestDigest] = digest.FromBytes(p.ManifestJSON).String()
 	l[image.LabelBaseDigest] = p.BaseDigest.String()
-	l[image.LabelMachineConfigs] = strings.Join(p.names(), ",")
+	if p.GuardDigest != "" {
+		l[guard.Label] = p.GuardDigest.String()
+	}
+	if p.Manifest != nil {
+		l[image.LabelManifestDigest] = digest.FromBytes(p.ManifestJSON).String()
+		l[image.LabelMachineConfigs] = strings.Join(p.names(), ",")
+	}
 	return l
 }
 
@@ -354,24 +391,32 @@ func (p *Prepared) checkExtra() error {
 	return nil
 }
 
-// extra returns the embedded manifest and the directories it needs that
-// neither the base nor the rendering has.
+// extra returns mcbake's own files (the embedded manifest, the revert
+// guard) and the directories they need that neither the base nor the
+// rendering has.
 func (p *Prepared) extra() ([]render.Entry, error) {
 	have := map[string]bool{}
 	for _, e := range p.Rendered.Entries {
 		have[e.Where()] = true
 	}
-	var out []render.Entry
-	for d := path.Dir(image.ManifestPath); d != "/"; d = path.Dir(d) {
-		if _, ok, err := p.Tree.Lstat(d); err != nil {
-			return nil, err
-		} else if ok || have[d] {
-			continue
-		}
-		out = append(out, render.Entry{Entry: manifest.Entry{Path: d, Type: manifest.Directory, Mode: 0o755}})
+	own := append([]render.Entry(nil), p.Own...)
+	if p.Manifest != nil {
+		own = append(own, render.Entry{Entry: manifest.Entry{Path: image.ManifestPath, Type: manifest.File, Mode: 0o644,
+			Size: int64(len(p.ManifestJSON)), Digest: digest.FromBytes(p.ManifestJSON)}, Content: p.ManifestJSON})
 	}
-	out = append(out, render.Entry{Entry: manifest.Entry{Path: image.ManifestPath, Type: manifest.File, Mode: 0o644,
-		Size: int64(len(p.ManifestJSON)), Digest: digest.FromBytes(p.ManifestJSON)}, Content: p.ManifestJSON})
+	var out []render.Entry
+	for _, e := range own {
+		for d := path.Dir(e.Path); d != "/" && !have[d]; d = path.Dir(d) {
+			if _, ok, err := p.Tree.Lstat(d); err != nil {
+				return nil, err
+			} else if ok {
+				break
+			}
+			have[d] = true
+			out = append(out, render.Entry{Entry: manifest.Entry{Path: d, Type: manifest.Directory, Mode: 0o755}})
+		}
+		out = append(out, e)
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil
 }

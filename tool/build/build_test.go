@@ -417,9 +417,11 @@ func TestBuildahMatchesAppend(t *testing.T) {
 		units  string
 		rm     bool   // the base needs an rm for RUN
 		append string // --containerfile-append content
+		guard  bool   // with the revert guard
 	}{
 		{name: "files units links", append: "LABEL io.mcbake.test.appended=yes\n"},
 		{name: "disabled base unit", units: disableOpenvswitch, rm: true},
+		{name: "with the revert guard", guard: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -438,15 +440,22 @@ func TestBuildahMatchesAppend(t *testing.T) {
 				}
 			}
 			ctx := context.Background()
+			options := func(out string) build.Options {
+				o := e.options(baseRef, "oci:"+filepath.Join(e.dir, out)+":latest", mcs)
+				if tt.guard {
+					o.Guard = testGuard
+				}
+				return o
+			}
 
 			start := time.Now()
-			appended, err := build.Image(ctx, e.options(baseRef, "oci:"+filepath.Join(e.dir, "append")+":latest", mcs))
+			appended, err := build.Image(ctx, options("append"))
 			if err != nil {
 				t.Fatalf("Image: %v", err)
 			}
 			t.Logf("append engine: %v", time.Since(start))
 			start = time.Now()
-			built, err := buildahBuild(ctx, e.options(baseRef, "oci:"+filepath.Join(e.dir, "buildah")+":latest", mcs), appendFile)
+			built, err := buildahBuild(ctx, options("buildah"), appendFile)
 			if err != nil {
 				t.Fatalf("Buildah: %v", err)
 			}
@@ -455,7 +464,7 @@ func TestBuildahMatchesAppend(t *testing.T) {
 			if tt.append == "" {
 				// The same build in a fresh store gives the same image.
 				e.cache = filepath.Join(e.dir, "cache-again")
-				again, err := buildahBuild(ctx, e.options(baseRef, "oci:"+filepath.Join(e.dir, "again")+":latest", mcs), appendFile)
+				again, err := buildahBuild(ctx, options("again"), appendFile)
 				if err != nil {
 					t.Fatalf("Buildah again: %v", err)
 				}

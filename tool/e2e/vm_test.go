@@ -11,9 +11,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -94,6 +96,13 @@ type fixture struct {
 	plan         *revert.Plan
 	files        map[string][]byte // stateroot /var relative -> content
 	execs        map[string]bool   // which of files are executable
+	// What made them, for scenarios that build more images: the build
+	// options of L (its base, layout, images and cache), its
+	// MachineConfigs, and the node binary (L's revert guard).
+	opts build.Options
+	mcs  []*machineconfig.MachineConfig
+	node []byte
+	dir  string
 }
 
 func TestRevertOnBootedNode(t *testing.T) {
@@ -205,18 +214,55 @@ ls /var/lib/mcbake/revert > $R/revert.ls 2>/dev/null || true
 // a reboot, the observation on the base.
 func (f *fixture) boot(t *testing.T, opts ostreevm.Options, step1 string) map[string]string {
 	t.Helper()
-	m := ostreevm.New(t, opts)
+	return f.run(t, scenario{opts: opts, steps: []ostreevm.Step{{Script: step1, Reboot: true}, {Script: observe}}})
+}
+
+// scenario is what run boots: the fixture's layered image (or layered)
+// deployed, the base and more committed, the fixture's files and more
+// in /var, the steps, and the results to read besides observe's.
+type scenario struct {
+	opts    ostreevm.Options
+	layered *committed           // nil: the fixture's
+	commits map[string]committed // ref -> tree, committed besides os/base and os/layered
+	files   map[string][]byte    // stateroot /var relative -> content, besides the fixture's
+	steps   []ostreevm.Step
+	results []string
+}
+
+// committed is an image as a tree to commit, with the metadata ostree-ext
+// records for it.
+type committed struct {
+	root string
+	meta map[string]string
+}
+
+// observed are the results observe writes.
+var observed = []string{"boot_id", "kubelet.log", "swappiness", "remotefs.enabled", "hostnamed.enabled", "procps.env",
+	"ondisk.txt", "ondisk.rc", "finalized.log", "finalized.json", "check.active", "revert.ls"}
+
+// run runs a scenario on a fresh machine and returns the results, by
+// name, and the first boot's step log as boot1.log.
+func (f *fixture) run(t *testing.T, sc scenario) map[string]string {
+	t.Helper()
+	m := ostreevm.New(t, sc.opts)
 	start := time.Now()
-	if _, err := m.CommitWithMetadata(f.bRoot, "os/base", f.bMeta); err != nil {
-		t.Fatal(err)
+	layered := committed{f.lRoot, f.lMeta}
+	if sc.layered != nil {
+		layered = *sc.layered
 	}
-	if _, err := m.CommitWithMetadata(f.lRoot, "os/layered", f.lMeta); err != nil {
-		t.Fatal(err)
+	commits := map[string]committed{"os/base": {f.bRoot, f.bMeta}, "os/layered": layered}
+	maps.Copy(commits, sc.commits)
+	for _, ref := range slices.Sorted(maps.Keys(commits)) {
+		if _, err := m.CommitWithMetadata(commits[ref].root, ref, commits[ref].meta); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := m.Deploy("os/layered"); err != nil {
 		t.Fatal(err)
 	}
-	for rel, b := range f.files {
+	files := maps.Clone(f.files)
+	maps.Copy(files, sc.files)
+	for rel, b := range files {
 		perm := os.FileMode(0o644)
 		if f.execs[rel] {
 			perm = 0o755
@@ -226,7 +272,7 @@ func (f *fixture) boot(t *testing.T, opts ostreevm.Options, step1 string) map[st
 		}
 	}
 	setup := time.Since(start)
-	boots, err := m.Run(context.Background(), ostreevm.Step{Script: step1, Reboot: true}, ostreevm.Step{Script: observe})
+	boots, err := m.Run(context.Background(), sc.steps...)
 	for _, b := range boots {
 		t.Logf("boot %d (%s): %v", b.Boot, b.Entry.Title, b.Wall.Round(time.Second))
 	}
@@ -236,10 +282,9 @@ func (f *fixture) boot(t *testing.T, opts ostreevm.Options, step1 string) map[st
 		}
 		t.Fatalf("Run: %v", err)
 	}
-	t.Logf("scenario: setup %v, two boots %v", setup.Round(time.Second), time.Since(start).Round(time.Second)-setup.Round(time.Second))
+	t.Logf("scenario: setup %v, %d boots %v", setup.Round(time.Second), len(boots), time.Since(start).Round(time.Second)-setup.Round(time.Second))
 	out := map[string]string{"boot1.log": boots[0].StepLog}
-	for _, name := range []string{"boot_id", "kubelet.log", "swappiness", "remotefs.enabled", "hostnamed.enabled", "procps.env",
-		"ondisk.txt", "ondisk.rc", "finalized.log", "finalized.json", "check.active", "revert.ls"} {
+	for _, name := range append(slices.Clone(observed), sc.results...) {
 		b, err := m.ReadResult(name)
 		if err != nil {
 			t.Fatalf("reading %s: %v", name, err)
@@ -265,11 +310,20 @@ func kubeletRanOn(res map[string]string) bool {
 	return false
 }
 
-// checkFixed checks the first boot of the base after a prepared revert:
-// the unit ran, the early-boot sysctl applied, enablement, mask and
-// drop-in as the MachineConfig says, and ondisk passes for every owned
-// path.
+// checkFixed checks the first boot of the base after a revert prepared
+// by hand (checkFiles), and that the first-boot check ran.
 func (f *fixture) checkFixed(t *testing.T, res map[string]string) {
+	t.Helper()
+	checkFiles(t, res)
+	if !strings.Contains(res["revert.ls"], "check-") {
+		t.Errorf("the first-boot check left no report in /var/lib/mcbake/revert: %q", res["revert.ls"])
+	}
+}
+
+// checkFiles checks the first boot after a revert: the kubelet-like unit
+// ran, the early-boot sysctl applied, enablement, mask and drop-in as the
+// MachineConfig says, and ondisk passes for every owned path.
+func checkFiles(t *testing.T, res map[string]string) {
 	t.Helper()
 	if !kubeletRanOn(res) {
 		t.Errorf("the kubelet-like unit did not run on the first boot of the base (boot %s, log %q)", res["boot_id"], res["kubelet.log"])
@@ -282,9 +336,6 @@ func (f *fixture) checkFixed(t *testing.T, res map[string]string) {
 		if res[k] != v {
 			t.Errorf("%s = %q, want %q", k, res[k], v)
 		}
-	}
-	if !strings.Contains(res["revert.ls"], "check-") {
-		t.Errorf("the first-boot check left no report in /var/lib/mcbake/revert: %q", res["revert.ls"])
 	}
 }
 
@@ -340,8 +391,11 @@ func newFixture(t *testing.T) *fixture {
 	must(t, os.WriteFile(mcFile, []byte(workerMC), 0o644))
 	mcs, err := machineconfig.Load([]string{mcFile}, nil)
 	must(t, err)
+	// L carries the revert guard, as every image mcbake build makes.
+	f.node = nodeBinary(t, dir)
 	opts := build.Options{Base: "oci:" + layout + ":base", Output: "oci:" + layout + ":layered", MachineConfigs: mcs,
-		Images: imgs, CacheDir: filepath.Join(dir, "cache")}
+		Images: imgs, CacheDir: filepath.Join(dir, "cache"), Guard: f.node}
+	f.opts, f.mcs, f.dir = opts, mcs, dir
 	if _, err := build.Run(ctx, opts); err != nil {
 		t.Fatalf("mcbake build: %v", err)
 	}
@@ -358,7 +412,7 @@ func newFixture(t *testing.T) *fixture {
 	f.files["lib/mcbake-test/plan.json"] = planJSON
 	f.files["lib/mcbake-test/mc.json"] = mcJSON(t, mcs)
 	f.files["lib/mcbake-test/mcd.tar"], f.files["lib/mcbake-test/absent"] = mcdPayload(t, ctx, opts)
-	f.files["usrlocal/bin/mcbake-node"] = nodeBinary(t, dir)
+	f.files["usrlocal/bin/mcbake-node"] = f.node
 	f.execs["usrlocal/bin/mcbake-node"] = true
 	unitFiles, err := templates.NodeUnits.ReadDir("node")
 	must(t, err)

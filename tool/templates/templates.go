@@ -59,8 +59,9 @@ type ContainerfileData struct {
 	// Chowns are COPY instructions, after the tree's, that give paths
 	// their owner (COPY makes everything root's).
 	Chowns []Copy
-	// Manifest is the COPY of the ownership manifest.
-	Manifest Copy
+	// Manifest is the COPY of the ownership manifest; nil for a build
+	// that adds only the revert guard.
+	Manifest *Copy
 	// Remove, when not empty, is the JSON exec form of the RUN that removes
 	// the paths the build owns as absent.
 	Remove string

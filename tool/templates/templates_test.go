@@ -115,7 +115,7 @@ func TestExecuteContainerfile(t *testing.T) {
 			{Comment: `"/var/home/core/.ssh"`, Flags: []string{"--chown=1000:1000", "--chmod=0700"}, Args: "chown/0/ /var/home/core/"},
 			{Flags: []string{"--chown=1000:0"}, Args: dest},
 		},
-		Manifest: Copy{Args: "manifest.json /usr/share/mcbake/manifest.json"},
+		Manifest: &Copy{Args: "manifest.json /usr/share/mcbake/manifest.json"},
 		Remove:   ExecForm("rm", "-f", "--", "/etc/systemd/system/multi-user.target.wants/a.service"),
 		Labels:   []Label{{Key: "io.mcbake.a", Value: "sha256:1"}, {Key: "io.mcbake.b", Value: "'x y'"}},
 		Append:   "RUN [\"true\"]",
@@ -170,7 +170,7 @@ RUN ["true"]
 func TestExecuteMinimal(t *testing.T) {
 	var b bytes.Buffer
 	err := Execute(&b, Containerfile, ContainerfileData{From: "quay.io/x@sha256:1", Rootfs: "rootfs/",
-		Manifest: Copy{Args: "manifest.json /usr/share/mcbake/manifest.json"}})
+		Manifest: &Copy{Args: "manifest.json /usr/share/mcbake/manifest.json"}})
 	if err != nil {
 		t.Fatal(err)
 	}

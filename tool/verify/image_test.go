@@ -67,7 +67,8 @@ func TestImageRules(t *testing.T) {
 		{"a MachineConfig changed", []string{changed}, e.base, img, []string{RuleStaleImage + " 50-a metadata.name "}, map[string]string{}},
 		{"other MachineConfigs", []string{other}, e.base, img, []string{RuleStaleImage + "   ", RuleStaleImage + " 60-b metadata.name "}, map[string]string{}},
 		{"the image is the base", []string{mc}, e.base, e.base, []string{RuleImageIsBase + "   "}, map[string]string{
-			RuleManifestDrift: "the image is the base", RuleStaleImage: "the image is the base", RuleBaseMismatch: "the image is the base"}},
+			RuleManifestDrift: "the image is the base", RuleStaleImage: "the image is the base", RuleBaseMismatch: "the image is the base",
+			RuleRevertGuard: "the image is the base"}},
 		{"a bumped base", []string{mc}, bumped, img, []string{RuleBaseMismatch + "   "}, map[string]string{}},
 	}
 	for _, tt := range tests {

@@ -1,7 +1,10 @@
 package verify
 
 import (
+	"slices"
+
 	"fmt"
+	"github.com/mcbake/mcbake/tool/guard"
 	"path"
 	"sort"
 	"strings"
@@ -14,7 +17,8 @@ import (
 	"github.com/opencontainers/go-digest"
 )
 
-// imageRules checks the layered image (MCB008, MCB009, MCB012, MCB015).
+// imageRules checks the layered image (MCB008, MCB009, MCB012, MCB015,
+// MCB025).
 func (c *checker) imageRules() {
 	img := c.image
 	if img == nil {
@@ -23,11 +27,12 @@ func (c *checker) imageRules() {
 	if img.isBase {
 		c.add(RuleImageIsBase, machineconfig.Source{}, "", "the image %s is the base %s (same digest %s): nothing is baked into it; a revert is a no-op and rpm-ostree rebase to it fails with \"Old and new refs are equal\"",
 			img.ref, c.base.ref, img.digest)
-		for _, id := range []string{RuleManifestDrift, RuleStaleImage, RuleBaseMismatch} {
+		for _, id := range []string{RuleManifestDrift, RuleStaleImage, RuleBaseMismatch, RuleRevertGuard} {
 			c.skip(id, "the image is the base")
 		}
 		return
 	}
+	c.revertGuard()
 	if img.builtByOthers {
 		for _, id := range []string{RuleManifestDrift, RuleStaleImage, RuleBaseMismatch} {
 			c.skip(id, "the image has no mcbake manifest (built by others)")
@@ -44,6 +49,41 @@ func (c *checker) imageRules() {
 	c.staleImage()
 	c.baseMismatch()
 	c.renderDrift()
+}
+
+// revertGuard reports an image without the revert guard (MCB025): it
+// has none unless its config has the guard's label or its layers hold
+// the guard's paths.
+func (c *checker) revertGuard() {
+	img := c.image
+	if img.labels[guard.Label] != "" {
+		return
+	}
+	var missing []string
+	for _, p := range []string{guard.BinaryPath, guard.UnitPath, guard.WantsPath} {
+		if !img.has(p) {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) > 0 {
+		c.add(RuleRevertGuard, machineconfig.Source{}, "", "the image %s has no revert guard (no %s label; %s missing): a node that reverts from it to its base loses every MachineConfig file it left as the image baked it",
+			img.ref, guard.Label, strings.Join(missing, ", "))
+	}
+}
+
+// has reports whether the image holds p: in its top layer, or, for an
+// image built by others, in its indexed tree.
+func (in *imageInput) has(p string) bool {
+	if in.layer != nil {
+		if e, ok := in.layer.entries[p]; ok {
+			return e.Type != manifest.Absent
+		}
+	}
+	if in.tree == nil {
+		return false
+	}
+	_, ok, err := in.tree.Lstat(p)
+	return ok && err == nil
 }
 
 // drift reports an MCB008 finding not tied to a manifest entry.
@@ -96,7 +136,7 @@ func (c *checker) layerDrift() {
 	for d := image.ManifestPath; d != "/"; d = path.Dir(d) {
 		recorded[d] = true
 	}
-	for _, e := range c.image.manifest.Entries {
+	for _, e := range slices.Concat(c.image.manifest.Entries, c.image.manifest.Own) {
 		recorded[e.Where()] = true
 		src := c.sourceOf(e.Source)
 		le, ok := entries[e.Where()]

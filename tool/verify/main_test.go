@@ -132,12 +132,17 @@ func (e *env) buildWith(compression, baseRef, name string, files ...string) (str
 		e.t.Fatal(err)
 	}
 	out := "oci:" + filepath.Join(e.dir, name) + ":latest"
-	res, err := build.Image(context.Background(), build.Options{Base: baseRef, Output: out, MachineConfigs: mcs, Images: e.opts, Compression: compression})
+	res, err := build.Image(context.Background(), build.Options{Base: baseRef, Output: out, MachineConfigs: mcs, Images: e.opts, Compression: compression,
+		Guard: testGuard})
 	if err != nil {
 		e.t.Fatalf("build: %v", err)
 	}
 	return out, res
 }
+
+// testGuard stands for the revert guard's binary in the images the tests
+// build, as mcbake build bakes it by default.
+var testGuard = []byte("#!/bin/sh\n# the revert guard of verify's tests\n")
 
 // prepare renders MachineConfig files against a base as a build does,
 // without writing an image.

@@ -14,6 +14,8 @@ import (
 
 	"github.com/mcbake/mcbake/internal/testbase"
 	"github.com/mcbake/mcbake/revert"
+	"github.com/mcbake/mcbake/tool/build"
+	"github.com/mcbake/mcbake/tool/guard"
 	"github.com/mcbake/mcbake/tool/image"
 )
 
@@ -97,6 +99,22 @@ func TestRunImageBuiltByOthers(t *testing.T) {
 	if got, msgs := imageFindings(r); len(got) > 0 {
 		t.Errorf("image findings for an image built by others: %q (%q)", got, msgs)
 	}
+	if got := findingsOf(r, RuleRevertGuard); len(got) != 1 || !strings.Contains(got[0].Message, guard.UnitPath) {
+		t.Errorf("%s findings for an image built by others without the guard: %v, want one naming %s", RuleRevertGuard, got, guard.UnitPath)
+	}
+	// The same image with the guard added by mcbake build (no
+	// MachineConfigs) is still one built by others, and guarded.
+	guarded := "oci:" + filepath.Join(e.dir, "others-guarded") + ":latest"
+	if _, err := build.Image(context.Background(), build.Options{Base: others, Output: guarded, Images: e.opts, Guard: testGuard}); err != nil {
+		t.Fatalf("adding the guard: %v", err)
+	}
+	rg := e.run(Options{MachineConfigs: []string{mc}, Base: e.base, Image: guarded})
+	if got := findingsOf(rg, RuleRevertGuard); len(got) != 0 {
+		t.Errorf("%s findings for the guarded image: %v", RuleRevertGuard, got)
+	}
+	if diff := cmp.Diff(r.NotRun, rg.NotRun); diff != "" {
+		t.Errorf("the guard changed which rules run (-without +with):\n%s", diff)
+	}
 	notRun := map[string]string{}
 	for _, n := range r.NotRun {
 		notRun[n.Rule] = n.Reason
@@ -156,4 +174,15 @@ func TestDiffErrorsInOrder(t *testing.T) {
 	if err != nil || r.Image.Reference != layered || len(r.Entries) == 0 {
 		t.Fatalf("Diff of the layered image = %+v, %v", r, err)
 	}
+}
+
+// findingsOf returns r's findings of rule.
+func findingsOf(r *Report, rule string) []Finding {
+	var out []Finding
+	for _, f := range r.Findings {
+		if f.Rule == rule {
+			out = append(out, f)
+		}
+	}
+	return out
 }

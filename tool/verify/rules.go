@@ -11,7 +11,11 @@
 // revert with package revert.
 package verify
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/mcbake/mcbake/tool/guard"
+)
 
 // Severity is how serious a finding is.
 type Severity string
@@ -84,6 +88,7 @@ const (
 	RuleKubeconfigMode      = "MCB022"
 	RuleUnusedField         = "MCB023"
 	RuleEnablementCheck     = "MCB024"
+	RuleRevertGuard         = "MCB025"
 )
 
 var rules = []Rule{
@@ -237,6 +242,14 @@ var rules = []Rule{
 			"That happens when the disable undoes an enable: a disabled unit's Also= names an enabled one, or a disabled template removes an enabled instance's links. " +
 			"The image carries what the daemon writes, so the node would be Degraded as well.",
 		Fix: "Remove the Also= (or the enabled: false) that undoes the enable, or set enabled consistently on the units it ties together."},
+	{ID: RuleRevertGuard, Name: "revert-guard", Severity: Warning, Needs: NeedsImage,
+		Summary: "the image has no revert guard: a revert to its base loses the MachineConfig files it baked",
+		Description: "Every image mcbake build makes carries the revert guard: " + guard.BinaryPath + " and " + guard.UnitPath + ", enabled from /usr by " + guard.WantsPath + ". " +
+			"At shutdown, before ostree finalizes a staged deployment, the guard writes into it the MachineConfig paths that the /etc merge would drop or revert, from the config the machine-config-daemon stored, " +
+			"so that a node that goes back to the base image (or to another image) boots with every file in place, on a cluster whose MCO knows nothing of mcbake. " +
+			"An image without it (built with --no-revert-guard, by ignition-apply, by the MCO's on-cluster build or by podman) reverts as ostree merges: every file the node left as the image baked it is lost. " +
+			"The image has the guard when its config has the " + guard.Label + " label (an image built from a guarded one inherits it) or its layers hold the three paths.",
+		Fix: "Build without --no-revert-guard; for an image built by others, add the guard with mcbake build --base IMAGE -o IMAGE (no -f), or COPY --from=MCBAKE_IMAGE " + guard.ToolImageDir + "/ / in its Containerfile (docs/node.md)."},
 }
 
 // Rules returns every rule, ordered by ID.

@@ -16,6 +16,7 @@ import (
 	"github.com/mcbake/mcbake/internal/cli"
 	"github.com/mcbake/mcbake/tool/build"
 	"github.com/mcbake/mcbake/tool/build/buildah"
+	"github.com/mcbake/mcbake/tool/guard"
 	"github.com/mcbake/mcbake/tool/image"
 	"github.com/mcbake/mcbake/tool/internal/progress"
 )
@@ -27,17 +28,23 @@ func newBuildCommand() *cobra.Command {
 		opts                  build.Options
 		timestamp, digestFile string
 		quiet, renderOnly     bool
+		noGuard               bool
+		guardBinary           string
 		engine                string
 		labels, annotations   []string
 	)
 	cmd := &cobra.Command{
-		Use:   "build --base IMAGE -f MC... -o IMAGE",
+		Use:   "build --base IMAGE [-f MC...] -o IMAGE",
 		Short: "Bake MachineConfigs into a layered OS image, offline",
 		Long: `Build renders the MachineConfigs against the base image (owners resolve
 against its passwd/group, presets and unit files come from it, paths resolve
 through its symlinks) and appends one reproducible layer with the rendered
-files and the ownership manifest (/usr/share/mcbake/manifest.json). The base's
-layers are reused as they are. IMAGE is a containers-transport reference:
+files, the ownership manifest (/usr/share/mcbake/manifest.json) and the revert
+guard: a unit and a static binary under /usr that, at shutdown, keep the
+MachineConfig files of a node that leaves this image for its base
+(docs/node.md; --no-revert-guard leaves it out). Without -f, the layer holds
+only the guard: for an image built by others. The base's layers are reused as
+they are. IMAGE is a containers-transport reference:
 oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE, dir:DIR,
 containers-storage:NAME or docker://REF.`,
 		Example: `  # offline, between OCI layouts
@@ -51,6 +58,9 @@ containers-storage:NAME or docker://REF.`,
   mcbake build --base docker://registry.example.com/os/rhcos:4.18 -f worker.yaml \
     -o docker://quay.io/org/worker:4.18 --src-creds reader:$READ_TOKEN --dest-authfile push.json \
     --sign-by-sigstore-private-key cosign.key --sign-passphrase-file cosign.pass
+
+  # add only the revert guard to an image built by others (ignition-apply, OCL)
+  mcbake build --base docker://quay.io/org/worker-ocl@sha256:... -o docker://quay.io/org/worker-ocl:guarded
 
   # every platform of a multi-platform base, under one index
   mcbake build --base docker://quay.io/org/rhcos:4.18 -f worker.yaml -o docker://quay.io/org/worker:4.18 --platform all`,
@@ -67,8 +77,13 @@ containers-storage:NAME or docker://REF.`,
 			if opts.Timestamp, err = buildTime(timestamp); err != nil {
 				return err
 			}
-			opts.LoadMachineConfigs = func() ([]*machineconfig.MachineConfig, error) {
-				return cli.LoadMachineConfigs(cmd, files, cacheDir)
+			if opts.Guard, err = guardBinaryFor(noGuard, guardBinary, len(files)); err != nil {
+				return err
+			}
+			if len(files) > 0 {
+				opts.LoadMachineConfigs = func() ([]*machineconfig.MachineConfig, error) {
+					return cli.LoadMachineConfigs(cmd, files, cacheDir)
+				}
 			}
 			if opts.Labels, err = keyValues("--label", labels); err != nil {
 				return err
@@ -149,12 +164,30 @@ containers-storage:NAME or docker://REF.`,
 	fl.BoolVar(&renderOnly, "render-only", false, "write the Containerfile and its context to -o DIR for an external builder, build nothing")
 	fl.StringArrayVar(&labels, "label", nil, "KEY=VALUE label for the image config; repeatable")
 	fl.StringArrayVar(&annotations, "annotation", nil, "KEY=VALUE annotation for the image manifest; repeatable")
+	fl.BoolVar(&noGuard, "no-revert-guard", false, "leave the revert guard out of the image (verify reports it, MCB025)")
+	fl.StringVar(&guardBinary, "guard-binary", "", "the revert guard's static node binary (default: the one built into mcbake)")
 	fl.StringVar(&opts.ContainerfileAppend, "containerfile-append", "", "extra Containerfile instructions (buildah engine and --render-only), e.g. RPM installs")
 	_ = cmd.MarkFlagRequired("base")
 	_ = cmd.MarkFlagRequired("output")
 	completeValues(cmd, "compression", build.Gzip, build.Zstd)
 	completeValues(cmd, "engine", engineAppend, engineBuildah)
 	return cmd
+}
+
+// guardBinaryFor is the revert guard's binary a build bakes: none with
+// --no-revert-guard, --guard-binary's, else the one built into mcbake.
+func guardBinaryFor(noGuard bool, file string, mcFiles int) ([]byte, error) {
+	switch {
+	case noGuard && file != "":
+		return nil, errors.New("--guard-binary and --no-revert-guard: choose one")
+	case noGuard && mcFiles == 0:
+		return nil, errors.New("nothing to build: no MachineConfig (-f) and --no-revert-guard")
+	case noGuard:
+		return nil, nil
+	case file != "":
+		return guard.ReadBinary(file)
+	}
+	return guard.Binary()
 }
 
 // Engines --engine names.

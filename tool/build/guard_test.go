@@ -1,0 +1,145 @@
+package build_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/mcbake/mcbake/internal/decompress"
+	"github.com/mcbake/mcbake/internal/ostreetest"
+	"github.com/mcbake/mcbake/manifest"
+	"github.com/mcbake/mcbake/tool/build"
+	"github.com/mcbake/mcbake/tool/guard"
+	"github.com/mcbake/mcbake/tool/image"
+)
+
+var testGuard = []byte("#!/bin/sh\n# the revert guard of the build tests\n")
+
+// TestRevertGuard: a build with the guard puts its binary, unit and
+// enabling link in the one new layer, records them in the manifest as
+// mcbake's own (no MachineConfig's), labels the image, and gives the same
+// digest twice. umoci unpacks it, and systemctl --root says the unit is
+// enabled from /usr ("static": no [Install] section, a link in /usr).
+func TestRevertGuard(t *testing.T) {
+	e := newEnv(t)
+	baseRef := e.writeBase(t)
+	mcs := parityMC(t, "")
+	ctx := context.Background()
+	out := "oci:" + filepath.Join(e.dir, "guarded") + ":latest"
+	opts := e.options(baseRef, out, mcs)
+	opts.Guard = testGuard
+	res, err := build.Image(ctx, opts)
+	if err != nil {
+		t.Fatalf("Image: %v", err)
+	}
+	opts.Output = "oci:" + filepath.Join(e.dir, "again") + ":latest"
+	opts.CacheDir = filepath.Join(e.dir, "cache-again")
+	if again, err := build.Image(ctx, opts); err != nil || again.Digest != res.Digest {
+		t.Errorf("the same build again: %v, %v; want %s", again, err, res.Digest)
+	}
+	want := map[string]manifest.Type{guard.BinaryPath: manifest.File, guard.UnitPath: manifest.File, guard.WantsPath: manifest.Symlink}
+	for _, o := range res.Manifest.Own {
+		if want[o.Path] != o.Type || o.Source != guard.Source {
+			t.Errorf("manifest own entry %+v, want one of %v from %v", o, want, guard.Source)
+		}
+		delete(want, o.Path)
+		if _, ok := res.Manifest.Lookup(o.Path); ok {
+			t.Errorf("%s is recorded as a MachineConfig's path too", o.Path)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("the manifest does not record %v as mcbake's own", want)
+	}
+	fs := readImage(t, filepath.Join(e.dir, "guarded"))
+	if n := fs[strings.TrimPrefix(guard.BinaryPath, "/")]; n == nil || n.Mode != 0o755 || n.Digest != digest.FromBytes(testGuard).String() {
+		t.Errorf("the guard's binary in the image: %+v", n)
+	}
+	im, err := image.Open(ctx, out, e.images)
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := im.Labels()
+	im.Close()
+	if labels[guard.Label] == "" || labels[image.LabelManifestDigest] == "" {
+		t.Errorf("labels %v, want %s and the manifest's", labels, guard.Label)
+	}
+
+	root := filepath.Join(e.dir, "rootfs")
+	ostreetest.Unpack(t, filepath.Join(e.dir, "guarded"), "latest", root)
+	if _, err := exec.LookPath("systemctl"); err != nil {
+		t.Skip("systemctl: " + err.Error())
+	}
+	got, _ := exec.Command("systemctl", "--root="+root, "is-enabled", guard.UnitName).CombinedOutput()
+	if s := strings.TrimSpace(string(got)); s != "static" {
+		t.Errorf("systemctl --root is-enabled %s = %q, want static (enabled from /usr)", guard.UnitName, s)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, guard.UnitPath)); err != nil || !bytes.Equal(b, guard.Unit) {
+		t.Errorf("the unit in the image: %v", err)
+	}
+}
+
+// TestGuardOnly: with no MachineConfigs, the new layer holds only the
+// guard (and the directories it needs): no manifest, no MachineConfig
+// labels, so the image stays one built by others.
+func TestGuardOnly(t *testing.T) {
+	e := newEnv(t)
+	baseRef := e.writeBase(t)
+	out := "oci:" + filepath.Join(e.dir, "guard-only") + ":latest"
+	opts := e.options(baseRef, out, nil)
+	opts.Guard = testGuard
+	res, err := build.Image(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("Image: %v", err)
+	}
+	if res.Manifest != nil {
+		t.Errorf("a guard-only build has a manifest: %+v", res.Manifest)
+	}
+	m := readManifest(t, filepath.Join(e.dir, "guard-only"))
+	top := m.Layers[len(m.Layers)-1]
+	f, err := os.Open(blobPath(filepath.Join(e.dir, "guard-only"), top.Digest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := decompress.Reader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := readTar(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, en := range entries {
+		names = append(names, en.name)
+	}
+	for _, n := range names {
+		if strings.Contains(n, "manifest.json") || strings.HasPrefix(n, "etc/") {
+			t.Errorf("a guard-only layer holds %s: %v", n, names)
+		}
+	}
+	for _, p := range []string{guard.BinaryPath, guard.UnitPath, guard.WantsPath} {
+		if !contains(names, strings.TrimPrefix(p, "/")) {
+			t.Errorf("a guard-only layer lacks %s: %v", p, names)
+		}
+	}
+	opts.Guard = nil
+	if _, err := build.Image(context.Background(), opts); err == nil {
+		t.Error("a build with neither MachineConfigs nor a guard succeeded")
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,90 @@
+// Package guard is the revert guard that mcbake build bakes into images:
+// a static node binary and the unit that runs it at shutdown.
+//
+// The unit's ExecStop runs `mcbake-node guard` before ostree finalizes a
+// staged deployment; see docs/node.md, "The revert guard". Its paths are
+// mcbake's own: the ownership manifest records them apart from every
+// MachineConfig's (manifest.Manifest.Own).
+package guard
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/mcbake/mcbake/manifest"
+	"github.com/mcbake/mcbake/render"
+)
+
+// Where the guard lives in an image.
+const (
+	BinaryPath = "/usr/libexec/mcbake/mcbake-node"
+	UnitName   = "mcbake-revert-guard.service"
+	UnitPath   = "/usr/lib/systemd/system/" + UnitName
+	// WantsPath enables the unit from /usr.
+	WantsPath = "/usr/lib/systemd/system/multi-user.target.wants/" + UnitName
+	// ToolImageDir is where mcbake's own container image carries the
+	// guard's files as a tree, for `COPY --from=MCBAKE_IMAGE
+	// /usr/share/mcbake/guard/ /` in a Containerfile.
+	ToolImageDir = "/usr/share/mcbake/guard"
+)
+
+// Label is the image config label a build with the guard sets: the
+// digest of the guard's binary.
+const Label = "io.mcbake.revert-guard"
+
+// Source is the provenance the manifest records for the guard's paths.
+var Source = manifest.Source{MachineConfig: "", Field: "mcbake revert guard"}
+
+// Unit is the unit file.
+//
+//go:embed mcbake-revert-guard.service
+var Unit []byte
+
+//go:embed bin
+var bin embed.FS
+
+// ErrNoBinary is Binary's error when this mcbake was built without it.
+var ErrNoBinary = errors.New("this mcbake was built without the revert guard's node binary (build it with make; or pass --guard-binary FILE, or --no-revert-guard)")
+
+// Binary returns the static node binary embedded at build time.
+func Binary() ([]byte, error) {
+	b, err := bin.ReadFile("bin/mcbake-node")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, ErrNoBinary
+	}
+	return b, err
+}
+
+// ReadBinary reads a node binary from a file (--guard-binary): a
+// regular, non-empty file.
+func ReadBinary(file string) ([]byte, error) {
+	fi, err := os.Stat(file)
+	if err != nil {
+		return nil, fmt.Errorf("--guard-binary: %w", err)
+	}
+	if !fi.Mode().IsRegular() || fi.Size() == 0 {
+		return nil, fmt.Errorf("--guard-binary %s: not a non-empty regular file", file)
+	}
+	return os.ReadFile(file)
+}
+
+// Entries are the guard's files for an image whose node binary is
+// binary: the binary, the unit and the link that enables it, without
+// their parent directories.
+func Entries(binary []byte) []render.Entry {
+	file := func(p string, mode manifest.Mode, b []byte) render.Entry {
+		return render.Entry{Entry: manifest.Entry{Path: p, Type: manifest.File, Mode: mode, Size: int64(len(b)),
+			Digest: digest.FromBytes(b), Source: Source}, Content: b}
+	}
+	return []render.Entry{
+		file(BinaryPath, 0o755, binary),
+		file(UnitPath, 0o644, Unit),
+		{Entry: manifest.Entry{Path: WantsPath, Type: manifest.Symlink, Mode: 0o777, Target: "../" + path.Base(UnitPath), Source: Source}},
+	}
+}
