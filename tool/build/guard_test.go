@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -125,7 +126,7 @@ func TestGuardOnly(t *testing.T) {
 		}
 	}
 	for _, p := range []string{guard.BinaryPath, guard.UnitPath, guard.WantsPath} {
-		if !contains(names, strings.TrimPrefix(p, "/")) {
+		if !slices.Contains(names, strings.TrimPrefix(p, "/")) {
 			t.Errorf("a guard-only layer lacks %s: %v", p, names)
 		}
 	}
@@ -133,13 +134,4 @@ func TestGuardOnly(t *testing.T) {
 	if _, err := build.Image(context.Background(), opts); err == nil {
 		t.Error("a build with neither MachineConfigs nor a guard succeeded")
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
