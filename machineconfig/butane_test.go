@@ -114,7 +114,8 @@ func TestButaneField(t *testing.T) {
 // TestButaneLocalFiles: the local files a Butane config names are checked
 // before Butane reads them whole: a file that is not regular (a FIFO would
 // never end), and local files that total more than an input may hold, are
-// refused at their field; files within the limit translate.
+// refused at their field, and so is a path with a symbolic link in it;
+// files within the limit translate.
 func TestButaneLocalFiles(t *testing.T) {
 	t.Chdir(t.TempDir())
 	head := "variant: openshift\nversion: 4.18.0\nmetadata: {name: 10-local, labels: {machineconfiguration.openshift.io/role: worker}}\n"
@@ -127,7 +128,29 @@ func TestButaneLocalFiles(t *testing.T) {
 		"fifo.bu":     head + "systemd:\n  units: [{name: x.service, contents_local: fifo}]\n",
 		"alias.bu": head + "storage:\n  files:\n    - path: /etc/a\n      contents: &half {local: bigtree/b}\n    - path: /etc/b\n      contents: *half\n" +
 			"    - path: /etc/c\n      contents: {local: &name small}\n    - path: /etc/d\n      contents: {local: *name}\n",
+		"link.bu":        head + "storage:\n  files: [{path: /etc/x, contents: {local: files/link}}]\n",
+		"linkdir.bu":     head + "storage:\n  files: [{path: /etc/x, contents: {local: files/dirlink/secret}}]\n",
+		"linkin.bu":      head + "storage:\n  files: [{path: /etc/x, contents: {local: files/inlink}}]\n",
+		"keys.bu":        head + "passwd:\n  users: [{name: core, ssh_authorized_keys_local: [small, files/link]}]\n",
+		"linktree.bu":    head + "storage:\n  trees: [{local: files/dirlink, path: /etc/t}]\n",
+		"outside/secret": "secret\n",
 	})
+	outside, err := filepath.Abs("outside")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{
+		"files/link":    "../outside/secret", // out of the directory, relatively
+		"files/dirlink": outside,             // absolutely
+		"files/inlink":  "../small",          // a link that stays inside is refused too
+	} {
+		if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for name, size := range map[string]int64{"big": MaxInput, "bigtree/a": MaxInput / 2, "bigtree/b": MaxInput/2 + 1} {
 		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
 			t.Fatal(err)
@@ -152,6 +175,13 @@ func TestButaneLocalFiles(t *testing.T) {
 		{"fifo.bu", "fifo.bu: 10-local: systemd.units[0].contents_local: Butane: line 5, column 45: local file fifo is not a regular file (p---------)"},
 		// An alias is read once per use: twice half the limit is over.
 		{"alias.bu", "alias.bu: 10-local: storage.files[1].contents.local: Butane: line 7, column 31: local file bigtree/b (33554433 bytes) makes the local files more than 64 MiB together, as much as one input may hold"},
+		// A symbolic link anywhere in the path is refused: Butane would
+		// follow it and bake what it leads to.
+		{"link.bu", "link.bu: 10-local: storage.files[0].contents.local: Butane: line 5, column 44: local file files/link is or goes through a symbolic link: local files are read without following links"},
+		{"linkdir.bu", "linkdir.bu: 10-local: storage.files[0].contents.local: Butane: line 5, column 44: local file files/dirlink/secret is or goes through a symbolic link: local files are read without following links"},
+		{"linkin.bu", "linkin.bu: 10-local: storage.files[0].contents.local: Butane: line 5, column 44: local file files/inlink is or goes through a symbolic link: local files are read without following links"},
+		{"keys.bu", "keys.bu: 10-local: passwd.users[0].ssh_authorized_keys_local[1]: Butane: line 5, column 59: local file files/link is or goes through a symbolic link: local files are read without following links"},
+		{"linktree.bu", "linktree.bu: 10-local: storage.trees[0].local: Butane: line 5, column 19: local file files/dirlink is or goes through a symbolic link: local files are read without following links"},
 	} {
 		if _, err := Load([]string{tt.file}, nil); err == nil || err.Error() != tt.want {
 			t.Errorf("Load(%s) = %v,\nwant %s", tt.file, err, tt.want)

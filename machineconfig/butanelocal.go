@@ -1,6 +1,7 @@
 package machineconfig
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -8,16 +9,18 @@ import (
 	"strings"
 
 	butaneutil "github.com/coreos/butane/base/util"
+	"golang.org/x/sys/unix"
 	"gopkg.in/yaml.v3"
 )
 
 // butaneLocals checks the local files a Butane config names before Butane
 // reads them: Butane reads each whole (os.ReadFile) and every file of a
 // tree, with no limit, so that a 1 GiB file next to a config, or a FIFO,
-// would cost its size in memory or never end. A file that is not regular,
-// and files that total more than MaxInput (what one input may hold), are
-// refused at the Butane field that names them, with its line (name is the
-// config's, as errors print it). References
+// would cost its size in memory or never end, and it follows symbolic
+// links, out of the files directory too. A path with a symbolic link in
+// it, a file that is not regular, and files that total more than MaxInput
+// (what one input may hold), are refused at the Butane field that names
+// them, with its line (name is the config's, as errors print it). References
 // Butane refuses itself (outside the files directory, none for stdin) are
 // left to it.
 func butaneLocals(file, name string, data []byte, filesDir string) []error {
@@ -97,14 +100,10 @@ func (c *localChecker) resolve(v string) string {
 }
 
 func (c *localChecker) local(field []string, v *yaml.Node) {
-	p := c.resolve(v.Value)
-	if p == "" {
-		return
-	}
-	fi, err := os.Stat(p)
+	fi := c.stat(field, v)
 	switch {
-	case err != nil:
-		return // Butane reports it
+	case fi == nil:
+		return
 	case !fi.Mode().IsRegular():
 		c.fail(field, v, fmt.Sprintf("local file %s is not a regular file (%s)", v.Value, fi.Mode().Type()))
 	default:
@@ -113,11 +112,11 @@ func (c *localChecker) local(field []string, v *yaml.Node) {
 }
 
 func (c *localChecker) tree(field []string, v *yaml.Node) {
-	p := c.resolve(v.Value)
-	if p == "" {
+	if c.stat(field, v) == nil {
 		return
 	}
-	_ = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+	// Inside a tree Butane follows no link: it makes a link entry of each.
+	_ = filepath.WalkDir(c.resolve(v.Value), func(q string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return nil // Butane reports errors, and reads only regular files
 		}
@@ -131,6 +130,49 @@ func (c *localChecker) tree(field []string, v *yaml.Node) {
 		}
 		return nil
 	})
+}
+
+// stat returns what the local path v names, looked up beneath the files
+// directory without following a symbolic link anywhere in the path
+// (openat2 with RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS). Butane itself
+// follows links: one to /etc/shadow, or to a CI runner's secrets, would be
+// read and baked into the image (docs/design.md, Butane). A path
+// with a link in it is refused at its field; nil is returned then, and
+// when the path is one Butane reports itself (missing, outside the
+// directory).
+func (c *localChecker) stat(field []string, v *yaml.Node) fs.FileInfo {
+	p := c.resolve(v.Value)
+	if p == "" {
+		return nil
+	}
+	rel, err := filepath.Rel(c.dir, p)
+	if err != nil {
+		return nil
+	}
+	dfd, err := unix.Open(c.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil // Butane reports it
+	}
+	defer unix.Close(dfd)
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
+	fd, err := unix.Openat2(dfd, rel, &how)
+	for try := 0; errors.Is(err, unix.EAGAIN) && try < 8; try++ { // a rename raced with the lookup
+		fd, err = unix.Openat2(dfd, rel, &how)
+	}
+	switch {
+	case errors.Is(err, unix.ELOOP):
+		c.fail(field, v, fmt.Sprintf("local file %s is or goes through a symbolic link: local files are read without following links", v.Value))
+		return nil
+	case err != nil:
+		return nil // Butane reports it
+	}
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil
+	}
+	return fi
 }
 
 // add counts a local file of size bytes; false once the total is over.
