@@ -394,11 +394,13 @@ func (m *Merged) JSON() ([]byte, error) {
 
 // CheckMerge reports what makes the MCO refuse to merge MachineConfigs
 // that one pool selects (its render fails): the kernel-devel extension
-// with a kernel type other than the default. Load checks it (after the
-// pool, see ForPool); FieldErrors name the MachineConfig and field.
+// with a kernel type other than the default, and a file with neither
+// contents.source nor overwrite (see overwriteRefusals). Load checks it
+// (after the pool, see ForPool); FieldErrors name the MachineConfig and
+// field.
 func CheckMerge(mcs []*MachineConfig) error {
-	var errs []error
 	m := Merge(mcs)
+	errs := overwriteRefusals(m)
 	if m.KernelType == KernelRealtime || m.KernelType == Kernel64kPages {
 		for _, mc := range m.MachineConfigs {
 			for i, e := range mc.Spec.Extensions {
@@ -410,4 +412,23 @@ func CheckMerge(mcs []*MachineConfig) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// overwriteRefusals refuses the merged files with neither contents.source
+// nor overwrite: the MCO's MergeMachineConfigs sets overwrite: true on
+// every merged file without it, and Ignition's validation of the rendered
+// config then fails ("overwrite must be false if source is unspecified"),
+// so the node degrades (docs/design.md, "What is refused"). The error
+// names the MachineConfig that defined the file last. A file with append
+// is left out: append is refused already, at its own field.
+func overwriteRefusals(m *Merged) []error {
+	var errs []error
+	for _, f := range m.Files {
+		if f.Contents.Source != nil || f.Overwrite != nil || len(f.Append) > 0 {
+			continue
+		}
+		errs = append(errs, &FieldError{File: f.Source.File, MachineConfig: f.Source.MachineConfig, Field: f.Source.Field + ".overwrite", Reason: ReasonInvalid,
+			Msg: fmt.Sprintf("file %s: overwrite must be false if source is unspecified (the MCO's merge sets overwrite: true on a file without it, and Ignition then refuses the rendered config): give contents.source (data:, for an empty file) or overwrite: false", f.Path)})
+	}
+	return errs
 }

@@ -1,6 +1,7 @@
 package machineconfig
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -255,5 +256,41 @@ func TestMergeRefusals(t *testing.T) {
 		"m.yaml": "kind: MachineConfig\nmetadata: {name: 00-m, labels: {" + RoleLabel + ": master}}\n"})
 	if _, err := Load([]string{"w.yaml", "m.yaml"}, nil); err == nil || !strings.Contains(err.Error(), "no single pool merges them") {
 		t.Errorf("Load(worker, master) = %v, want the pool error", err)
+	}
+}
+
+// TestMergeRefusesFileWithoutSource: a merged file with neither
+// contents.source nor overwrite is refused, as the MCO's merge (which sets
+// overwrite: true on it) and Ignition's validation refuse it; overwrite:
+// false, or a source from any MachineConfig that defines the path, is
+// fine.
+func TestMergeRefusesFileWithoutSource(t *testing.T) {
+	mc := func(name, file string) *MachineConfig {
+		return parseOne(t, name+".yaml", fmt.Sprintf("kind: MachineConfig\nmetadata: {name: %s}\nspec:\n  config:\n    ignition: {version: 3.5.0}\n    storage: {files: [{path: /etc/other, contents: {source: \"data:,x\"}}, %s]}\n", name, file))
+	}
+	bare := mc("50-bare", "{path: /etc/empty, mode: 0644}")
+	noOverwrite := mc("40-false", "{path: /etc/empty, overwrite: false}")
+	source := mc("60-source", `{path: /etc/empty, contents: {source: "data:,"}}`)
+	earlier := mc("10-source", `{path: /etc/empty, contents: {source: "data:,y"}}`)
+	want := "50-bare.yaml: 50-bare: spec.config.storage.files[1].overwrite: file /etc/empty: overwrite must be false if source is unspecified (the MCO's merge sets overwrite: true on a file without it, and Ignition then refuses the rendered config): give contents.source (data:, for an empty file) or overwrite: false"
+	if err := CheckMerge([]*MachineConfig{bare}); err == nil || err.Error() != want {
+		t.Errorf("CheckMerge(no source, no overwrite) = %v, want %s", err, want)
+	}
+	var fe *FieldError
+	if err := CheckMerge([]*MachineConfig{bare}); !errors.As(err, &fe) || fe.Reason != ReasonInvalid {
+		t.Errorf("CheckMerge(no source, no overwrite) = %#v, want a FieldError of ReasonInvalid", err)
+	}
+	for _, tt := range []struct {
+		name string
+		mcs  []*MachineConfig
+	}{
+		{"overwrite: false", []*MachineConfig{noOverwrite}},
+		{"overwrite: false merged under a bare one", []*MachineConfig{noOverwrite, bare}},
+		{"a later source", []*MachineConfig{bare, source}},
+		{"an earlier source", []*MachineConfig{earlier, bare}},
+	} {
+		if err := CheckMerge(tt.mcs); err != nil {
+			t.Errorf("CheckMerge(%s) = %v, want nil", tt.name, err)
+		}
 	}
 }

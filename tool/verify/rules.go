@@ -98,7 +98,8 @@ var rules = []Rule{
 			"append; remote sources (http, https, s3, gs, tftp: the build is offline); passwd users other than core, and core fields other than sshAuthorizedKeys and passwordHash; " +
 			"passwd groups; modes above 0777; owner ids outside 0 to 4294967294; a file at /run/machine-config-daemon-force; compression other than none or gzip; " +
 			"paths that are not absolute and clean; link targets that escape the root; content that does not decode (a bad data URL, bad gzip, gzip that expands past 64 MiB, " +
-			"a verification hash that does not match); and Ignition configs that do not parse or validate. Each problem is one finding at the field's JSON path; mcbake build refuses the same content.",
+			"a verification hash that does not match); a file with neither contents.source nor overwrite (the MCO's merge sets overwrite: true on it, and Ignition's validation then fails: " +
+			"overwrite must be false if source is unspecified); and Ignition configs that do not parse or validate. Each problem is one finding at the field's JSON path; mcbake build refuses the same content.",
 		Fix: "Remove the field, or inline the content as a data: URL (gzip-compressed when large); manage users and groups outside MachineConfigs."},
 	{ID: RuleConflict, Name: "machineconfig-conflict", Severity: Warning,
 		Summary: "two MachineConfigs define the same path or unit differently",

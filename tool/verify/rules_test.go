@@ -45,6 +45,12 @@ func TestRulesFire(t *testing.T) {
 				{"path": "/etc/a.conf", "contents": {"source": "data:,x", "compression": "gzip"}},
 				{"path": "/etc/b.conf", "contents": {"source": "data:,x", "verification": {"hash": "sha256-0000000000000000000000000000000000000000000000000000000000000000"}}}]}}`},
 			false, []string{"mc-0 spec.config.storage.files[0].contents /etc/a.conf", "mc-0 spec.config.storage.files[1].contents /etc/b.conf"}},
+		// The MCO's merge sets overwrite: true on a file without it, and
+		// Ignition refuses that with no source.
+		{"file without source or overwrite", RuleUnsupportedIgnition, []string{`{"storage": {"files": [
+				{"path": "/etc/a.conf", "mode": 420},
+				{"path": "/etc/b.conf", "overwrite": false}]}}`},
+			false, []string{"mc-0 spec.config.storage.files[0].overwrite /etc/a.conf"}},
 		{"refusal-free content", RuleUnsupportedIgnition, []string{`{"storage": {"files": [` + file("/etc/a.conf", "x") + `]}}`}, true, nil},
 		{"conflict", RuleConflict, []string{
 			`{"storage": {"files": [` + file("/etc/a.conf", "one") + `]}, "systemd": {"units": [{"name": "a.service", "contents": "[Service]\nExecStart=/bin/true\n"}]}}`,

@@ -104,7 +104,7 @@ storage:
 	// A misspelt key is Butane's warning: rendered without it (the
 	// default mode), and logged.
 	typo := filepath.Join(dir, "typo.bu")
-	if err := os.WriteFile(typo, []byte("variant: openshift\nversion: 4.18.0\nmetadata: {name: 99-typo, labels: {machineconfiguration.openshift.io/role: worker}}\nstorage:\n  files:\n    - path: /etc/typo.conf\n      mdoe: 0600\n"), 0o644); err != nil {
+	if err := os.WriteFile(typo, []byte("variant: openshift\nversion: 4.18.0\nmetadata: {name: 99-typo, labels: {machineconfiguration.openshift.io/role: worker}}\nstorage:\n  files:\n    - path: /etc/typo.conf\n      mdoe: 0600\n      contents: {inline: typo}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	errb.Reset()
