@@ -41,7 +41,7 @@ import (
 // or what a scan records changes.
 const (
 	cacheMagic   = "mcbake baseindex"
-	cacheVersion = 3
+	cacheVersion = 4
 	headerSize   = len(cacheMagic) + 4 + 8 + 4
 )
 

@@ -55,8 +55,10 @@ var presetDirs = []string{
 	"etc/systemd/system-preset/",
 }
 
-// unitDirs are the systemd unit directories; the files directly in them
-// are kept if they are at most maxUnitSize.
+// unitDirs are the systemd unit directories; the files directly in them,
+// and those directly in their drop-in directories (NAME.d: systemctl
+// enable reads a unit's drop-ins for [Install]; docs/design.md, "Indexing
+// a base"), are kept if they are at most maxUnitSize.
 var unitDirs = []string{
 	"usr/lib/systemd/system/",
 	"etc/systemd/system/",
@@ -98,9 +100,20 @@ func keepLimit(p string) (int64, bool) {
 		}
 	}
 	for _, d := range unitDirs {
-		if len(p) > len(d) && strings.HasPrefix(p, d) && !strings.Contains(p[len(d):], "/") {
+		if len(p) > len(d) && strings.HasPrefix(p, d) && unitOrDropin(p[len(d):]) {
 			return maxUnitSize, true
 		}
 	}
 	return 0, false
+}
+
+// unitOrDropin reports whether rel, a path in a unit directory, is a file
+// directly in it (a unit) or directly in one of its NAME.d directories (a
+// drop-in).
+func unitOrDropin(rel string) bool {
+	dir, name, nested := strings.Cut(rel, "/")
+	if !nested {
+		return true
+	}
+	return strings.HasSuffix(dir, ".d") && len(dir) > len(".d") && name != "" && !strings.Contains(name, "/")
 }

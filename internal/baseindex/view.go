@@ -63,7 +63,7 @@ import (
 // encoding or what an Index holds changes.
 const (
 	viewMagic   = "mcbake baseview\n"
-	viewVersion = 3
+	viewVersion = 4
 	viewHeader  = len(viewMagic) + 4 + 8 + 4
 	viewFixed   = sha256.Size + 4 + 4 + 4 + 4
 	viewBlock   = 4096

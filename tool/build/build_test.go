@@ -1065,3 +1065,33 @@ func TestManifestCache(t *testing.T) {
 		t.Errorf("the wrong cached manifest was not replaced: %v", err)
 	}
 }
+
+// TestBaseDropinsOfEnabledUnit: a base with drop-ins (under /usr and
+// /etc) for a unit the MachineConfig enables builds, and enablement reads
+// them: the [Install] a base drop-in adds makes its link.
+func TestBaseDropinsOfEnabledUnit(t *testing.T) {
+	e := newEnv(t)
+	base := e.writeBase(t, testbase.Layer{Files: []testbase.File{
+		{Path: "usr/lib/systemd/system/crio.service.d/05-base.conf", Mode: 0o644, Content: []byte("[Install]\nWantedBy=sockets.target\n")},
+		{Path: "etc/systemd/system/crio.service.d/06-etc.conf", Mode: 0o644, Content: []byte("[Service]\nEnvironment=X=1\n")},
+	}})
+	mcs, err := machineconfig.Parse("crio.json", []byte(`{"kind": "MachineConfig", "metadata": {"name": "99-crio"},
+  "spec": {"config": {"ignition": {"version": "3.4.0"}, "systemd": {"units": [{"name": "crio.service", "enabled": true}]}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := build.Image(context.Background(), e.options(base, "oci:"+filepath.Join(e.dir, "out")+":latest", mcs))
+	if err != nil {
+		t.Fatalf("build.Image(base with crio.service drop-ins, crio.service enabled) = %v", err)
+	}
+	const link = "/etc/systemd/system/sockets.target.wants/crio.service"
+	for _, en := range res.Manifest.Entries {
+		if en.Path == link {
+			if en.Target != "/usr/lib/systemd/system/crio.service" {
+				t.Errorf("%s -> %s, want the base's unit", link, en.Target)
+			}
+			return
+		}
+	}
+	t.Errorf("the manifest has no %s, the link the base drop-in's [Install] makes", link)
+}

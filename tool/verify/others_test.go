@@ -186,3 +186,23 @@ func findingsOf(r *Report, rule string) []Finding {
 	}
 	return out
 }
+
+// TestDiffBaseDropinsOfEnabledUnit: diff --image L -f MC renders the
+// MachineConfigs against L, whose drop-ins (under /usr and /etc) for a
+// unit they enable systemctl enable reads.
+func TestDiffBaseDropinsOfEnabledUnit(t *testing.T) {
+	e := newEnv(t)
+	mc := e.mc("50-crio", `{"systemd": {"units": [{"name": "crio.service", "enabled": true}]}}`)
+	img := e.writeBase("dropins", testbase.Layer{Files: []testbase.File{
+		{Path: "usr/lib/systemd/system/crio.service.d/05-base.conf", Mode: 0o644, Content: []byte("[Install]\nWantedBy=sockets.target\n")},
+		{Path: "etc/systemd/system/crio.service.d/06-etc.conf", Mode: 0o644, Content: []byte("[Service]\nEnvironment=X=1\n")},
+	}})
+	r, err := Diff(context.Background(), DiffOptions{Base: e.base, Image: img, MachineConfigs: []string{mc}, Images: e.opts})
+	if err != nil {
+		t.Fatalf("Diff(--image with crio.service drop-ins -f crio.service enabled): %v", err)
+	}
+	const link = "/etc/systemd/system/sockets.target.wants/crio.service"
+	if !slices.ContainsFunc(r.Entries, func(en revert.Entry) bool { return en.Want.Path == link }) {
+		t.Errorf("Diff: no entry for %s, the link the drop-in's [Install] makes", link)
+	}
+}
