@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/containers/image/v5/image"
 	"github.com/containers/image/v5/manifest"
@@ -50,6 +51,10 @@ type Image struct {
 	unlisted    func(context.Context) error
 	annotations map[string]string
 	getters     getters // containers-storage only: the layers' file getters opened so far
+	// stall is the stall limit of blob reads (docker: only; 0 = none), and
+	// registry the registry they read from.
+	stall    time.Duration
+	registry string
 }
 
 // Open opens ref (a "transport:..." reference), checks it against the
@@ -137,6 +142,7 @@ func open(ctx context.Context, r Ref, opts Options, sys *types.SystemContext, pc
 	}
 	if r.transport == transportDocker {
 		im.recordLocations(sys)
+		im.stall, im.registry = opts.stallTimeout(), registryOf(im.src)
 	}
 	return im, nil
 }
@@ -362,7 +368,7 @@ func (im *Image) layer(ctx context.Context, info types.BlobInfo, diffID digest.D
 
 // blobSize reads a blob whose size the source does not know.
 func (im *Image) blobSize(ctx context.Context, info types.BlobInfo) (n int64, err error) {
-	rc, _, err := im.src.GetBlob(ctx, info, none.NoCache)
+	rc, _, err := im.getBlob(ctx, info, none.NoCache)
 	if err != nil {
 		return 0, err
 	}
@@ -476,7 +482,7 @@ func (im *Image) openBlob(ctx context.Context, d digest.Digest) (io.ReadCloser, 
 	if im.src == nil {
 		return nil, 0, fmt.Errorf("opening layer %s: %w", d, errClosed)
 	}
-	rc, _, err := im.src.GetBlob(ctx, im.blobInfo(i), none.NoCache)
+	rc, _, err := im.getBlob(ctx, im.blobInfo(i), none.NoCache)
 	if err != nil {
 		return nil, 0, fmt.Errorf("opening layer %s: %w", d, err)
 	}

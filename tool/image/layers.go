@@ -65,7 +65,7 @@ func (im *Image) blobRanges(i int) rangeReader {
 			if im.src == nil {
 				return nil, errClosed
 			}
-			return remoteRanges(ctx, im.src, info, ranges)
+			return remoteRanges(ctx, im.src, info, ranges, im.stallOf(info.Digest))
 		}
 	}
 	return nil
@@ -106,13 +106,15 @@ const (
 )
 
 // remoteRanges reads ranges of a registry blob with HTTP range requests:
-// near ranges merged into one, at most maxRangesPerRequest to a request.
-func remoteRanges(ctx context.Context, src types.ImageSource, info types.BlobInfo, ranges []baseindex.Range) ([][]byte, error) {
+// near ranges merged into one, at most maxRangesPerRequest to a request;
+// a request that waits stall.After for data fails with stall (nil: no
+// limit).
+func remoteRanges(ctx context.Context, src types.ImageSource, info types.BlobInfo, ranges []baseindex.Range, stall *StallError) ([][]byte, error) {
 	spans := coalesce(ranges)
 	data := make([][]byte, len(spans))
 	for start := 0; start < len(spans); start += maxRangesPerRequest {
 		batch := spans[start:min(start+maxRangesPerRequest, len(spans))]
-		got, err := getBlobAt(ctx, src, info, batch)
+		got, err := getBlobAt(ctx, src, info, batch, stall)
 		if err != nil {
 			return nil, err
 		}
@@ -155,7 +157,14 @@ func coalesce(ranges []baseindex.Range) []baseindex.Range {
 // containers/image, so the call goes through reflection; a source whose
 // method does not have the expected shape, or a registry refusing range
 // requests, is baseindex.ErrNoRanges.
-func getBlobAt(ctx context.Context, src types.ImageSource, info types.BlobInfo, spans []baseindex.Range) ([][]byte, error) {
+func getBlobAt(ctx context.Context, src types.ImageSource, info types.BlobInfo, spans []baseindex.Range, stall *StallError) (_ [][]byte, err error) {
+	var g *stallGuard
+	if stall != nil {
+		g = newStallGuard(ctx, stall)
+		defer func() { err = g.done(err) }()
+		ctx = g.ctx
+		g.arm() // until the end: the parts are read at once, restarting it
+	}
 	m := reflect.ValueOf(src).MethodByName("GetBlobAt")
 	t := m.Type()
 	if t.NumIn() != 3 || t.NumOut() != 3 || t.In(2).Kind() != reflect.Slice || t.In(2).Elem().Kind() != reflect.Struct {
@@ -182,12 +191,13 @@ func getBlobAt(ctx context.Context, src types.ImageSource, info types.BlobInfo, 
 	if !ok1 || !ok2 {
 		return nil, fmt.Errorf("%w: unexpected GetBlobAt results", baseindex.ErrNoRanges)
 	}
-	return readStreams(streams, errs, spans)
+	return readStreams(streams, errs, spans, g)
 }
 
 // readStreams reads the parts GetBlobAt sends, one per span in order,
-// draining both channels whatever happens.
-func readStreams(streams chan io.ReadCloser, errs chan error, spans []baseindex.Range) ([][]byte, error) {
+// draining both channels whatever happens; each arriving byte restarts g
+// (nil: none).
+func readStreams(streams chan io.ReadCloser, errs chan error, spans []baseindex.Range, g *stallGuard) ([][]byte, error) {
 	var out [][]byte
 	var failed error
 	for streams != nil || errs != nil {
@@ -196,6 +206,9 @@ func readStreams(streams chan io.ReadCloser, errs chan error, spans []baseindex.
 			if !ok {
 				streams = nil
 				continue
+			}
+			if g != nil {
+				s = &progressReader{rc: s, g: g}
 			}
 			b, err := readPart(s, spans, len(out))
 			failed = errors.Join(failed, err)

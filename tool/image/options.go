@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/containers/image/v5/pkg/cli/environment"
 	"github.com/containers/image/v5/signature"
@@ -47,6 +48,10 @@ type Options struct {
 	// Retry says how often a registry operation that failed with a
 	// transient error (a refused connection, a 5xx) is tried again.
 	Retry Retry
+	// StallTimeout bounds how long a read of a layer blob from a registry
+	// waits for data (the response, or any one read) before it fails with
+	// a *StallError; 0 = DefaultStallTimeout, negative = no limit.
+	StallTimeout time.Duration
 	// Sign signs what Append writes.
 	Sign Signing
 }

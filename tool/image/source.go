@@ -81,7 +81,7 @@ func (s *appendSource) GetBlob(ctx context.Context, info types.BlobInfo, cache t
 	if i < 0 {
 		return nil, 0, fmt.Errorf("blob %s is not part of the appended image", info.Digest)
 	}
-	return s.base.src.GetBlob(ctx, s.base.blobInfo(i), cache)
+	return s.base.getBlob(ctx, s.base.blobInfo(i), cache)
 }
 
 func (s *appendSource) HasThreadSafeGetBlob() bool { return s.base.src.HasThreadSafeGetBlob() }

@@ -19,6 +19,7 @@ type imageFlags struct {
 	cacheDir   string
 	tlsVerify  bool
 	retryDelay string
+	stall      time.Duration
 	// push is set by registerPush: the per-side flags of a command that
 	// also writes an image.
 	push *pushFlags
@@ -41,6 +42,7 @@ func (f *imageFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.opts.RegistriesDir, "registries.d", "", "registries.d directory: signature storage and sigstore attachments (default: the system's)")
 	fl.IntVar(&f.opts.Retry.MaxRetry, "retry-times", 0, "retry a registry operation that failed with a transient error this many times")
 	fl.StringVar(&f.retryDelay, "retry-delay", "", "delay between retries, e.g. 2s (default: exponential backoff from 1s)")
+	fl.DurationVar(&f.stall, "stall-timeout", image.DefaultStallTimeout, "fail a read of a base layer from a registry that gets no data for this long (0: no limit)")
 	platforms, usage := []string{"linux/amd64", "linux/arm64", "linux/ppc64le", "linux/s390x"}, "os/arch[/variant] to pick from a multi-platform image (default: the host's)"
 	if f.push != nil {
 		platforms, usage = append(platforms, "all"), usage+"; all, or a comma-separated list, builds one image per platform under an OCI index"
@@ -110,6 +112,14 @@ func (f *imageFlags) options(cmd *cobra.Command) (image.Options, string, error) 
 			return o, "", fmt.Errorf("--retry-delay %q: want a duration such as 2s", f.retryDelay)
 		}
 		o.Retry.Delay = d
+	}
+	switch {
+	case f.stall < 0:
+		return o, "", fmt.Errorf("--stall-timeout %v: want 0 (no limit) or more", f.stall)
+	case f.stall == 0:
+		o.StallTimeout = -1 // no limit
+	default:
+		o.StallTimeout = f.stall
 	}
 	dir := f.cacheDir
 	if dir == "" {
