@@ -133,7 +133,7 @@ func TestJUnitParsesBack(t *testing.T) {
 			if diff := cmp.Diff(tt.failed, failed); diff != "" {
 				t.Errorf("failed rules (-want +got):\n%s", diff)
 			}
-			wantSkipped := []string{"MCB008 needs --image", "MCB009 needs --image", "MCB012 needs --image", "MCB015 needs --image", "MCB025 needs --image"}
+			wantSkipped := []string{"MCB008 needs --image", "MCB009 needs --image", "MCB012 needs --image", "MCB015 needs --image", "MCB025 needs --image", "MCB026 needs --image"}
 			if diff := cmp.Diff(wantSkipped, skipped); diff != "" {
 				t.Errorf("skipped rules (-want +got):\n%s", diff)
 			}

@@ -35,7 +35,7 @@ func imageFindings(r *Report) ([]string, []string) {
 	var got, msgs []string
 	for _, f := range r.Findings {
 		switch f.Rule {
-		case RuleManifestDrift, RuleStaleImage, RuleImageIsBase, RuleBaseMismatch:
+		case RuleManifestDrift, RuleStaleImage, RuleImageIsBase, RuleBaseMismatch, RuleContentMismatch:
 			got = append(got, f.Rule+" "+fieldsOf([]Finding{f})[0])
 			msgs = append(msgs, f.Message)
 		}
@@ -68,7 +68,7 @@ func TestImageRules(t *testing.T) {
 		{"other MachineConfigs", []string{other}, e.base, img, []string{RuleStaleImage + "   ", RuleStaleImage + " 60-b metadata.name "}, map[string]string{}},
 		{"the image is the base", []string{mc}, e.base, e.base, []string{RuleImageIsBase + "   "}, map[string]string{
 			RuleManifestDrift: "the image is the base", RuleStaleImage: "the image is the base", RuleBaseMismatch: "the image is the base",
-			RuleRevertGuard: "the image is the base"}},
+			RuleRevertGuard: "the image is the base", RuleContentMismatch: "the image is the base"}},
 		{"a bumped base", []string{mc}, bumped, img, []string{RuleBaseMismatch + "   "}, map[string]string{}},
 	}
 	for _, tt := range tests {

@@ -18,7 +18,7 @@ import (
 )
 
 // imageRules checks the layered image (MCB008, MCB009, MCB012, MCB015,
-// MCB025).
+// MCB025, MCB026).
 func (c *checker) imageRules() {
 	img := c.image
 	if img == nil {
@@ -27,7 +27,7 @@ func (c *checker) imageRules() {
 	if img.isBase {
 		c.add(RuleImageIsBase, machineconfig.Source{}, "", "the image %s is the base %s (same digest %s): nothing is baked into it; a revert is a no-op and rpm-ostree rebase to it fails with \"Old and new refs are equal\"",
 			img.ref, c.base.ref, img.digest)
-		for _, id := range []string{RuleManifestDrift, RuleStaleImage, RuleBaseMismatch, RuleRevertGuard} {
+		for _, id := range []string{RuleManifestDrift, RuleStaleImage, RuleBaseMismatch, RuleRevertGuard, RuleContentMismatch} {
 			c.skip(id, "the image is the base")
 		}
 		return
@@ -37,8 +37,10 @@ func (c *checker) imageRules() {
 		for _, id := range []string{RuleManifestDrift, RuleStaleImage, RuleBaseMismatch} {
 			c.skip(id, "the image has no mcbake manifest (built by others)")
 		}
+		c.contentMismatch()
 		return
 	}
+	// An image with mcbake's manifest: MCB008 and MCB009 check it.
 	if !c.embeddedManifest() {
 		c.skip(RuleStaleImage, "the image has no valid embedded manifest")
 		c.skip(RuleBaseMismatch, "the image has no valid embedded manifest")

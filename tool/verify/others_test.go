@@ -96,8 +96,11 @@ func TestRunImageBuiltByOthers(t *testing.T) {
 	mc := e.mc("50-a", othersConfig)
 	others := e.writeBase("others", othersLayer())
 	r := e.run(Options{MachineConfigs: []string{mc}, Base: e.base, Image: others})
-	if got, msgs := imageFindings(r); len(got) > 0 {
-		t.Errorf("image findings for an image built by others: %q (%q)", got, msgs)
+	// The one image finding: the file baked 0600 where the MachineConfig
+	// says 0644.
+	wantFound := []string{RuleContentMismatch + " 50-a spec.config.storage.files[0] /etc/mcbake/a.conf"}
+	if got, msgs := imageFindings(r); !slices.Equal(got, wantFound) {
+		t.Errorf("image findings for an image built by others: %q (%q), want %q", got, msgs, wantFound)
 	}
 	if got := findingsOf(r, RuleRevertGuard); len(got) != 1 || !strings.Contains(got[0].Message, guard.UnitPath) {
 		t.Errorf("%s findings for an image built by others without the guard: %v, want one naming %s", RuleRevertGuard, got, guard.UnitPath)

@@ -38,9 +38,13 @@ func (c *checker) render() {
 // renderInput is the merged MachineConfigs without the pruned items.
 // Without --base no owner name resolves, so names are dropped (owners are
 // checked only against a base) and so are core's SSH keys.
-func (c *checker) renderInput() *machineconfig.Merged {
+func (c *checker) renderInput() *machineconfig.Merged { return c.inputFor(c.base != nil) }
+
+// inputFor is the merged MachineConfigs without the pruned items, to be
+// rendered against a root that resolves owner names (owners set) or not.
+func (c *checker) inputFor(owners bool) *machineconfig.Merged {
 	m := *c.merged
-	noBase := c.base == nil
+	noBase := !owners
 	m.Files = keep(c, m.Files, func(f machineconfig.File) machineconfig.Source { return f.Source }, func(f *machineconfig.File) {
 		if noBase {
 			f.User.Name, f.Group.Name = nil, nil

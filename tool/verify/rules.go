@@ -89,6 +89,7 @@ const (
 	RuleUnusedField         = "MCB023"
 	RuleEnablementCheck     = "MCB024"
 	RuleRevertGuard         = "MCB025"
+	RuleContentMismatch     = "MCB026"
 )
 
 var rules = []Rule{
@@ -251,6 +252,15 @@ var rules = []Rule{
 			"An image without it (built with --no-revert-guard, by ignition-apply, by the MCO's on-cluster build or by podman) reverts as ostree merges: every file the node left as the image baked it is lost. " +
 			"The image has the guard when its config has the " + guard.Label + " label (an image built from a guarded one inherits it) or its layers hold the three paths.",
 		Fix: "Build without --no-revert-guard; for an image built by others, add the guard with mcbake build --base IMAGE -o IMAGE (no -f), or COPY --from=MCBAKE_IMAGE " + guard.ToolImageDir + "/ / in its Containerfile (docs/node.md)."},
+	{ID: RuleContentMismatch, Name: "image-content-mismatch", Severity: Error, Needs: NeedsImage,
+		Summary: "an image built by others does not have what the MachineConfigs write at the paths they own",
+		Description: "For an image without mcbake's manifest (built by the MCO's on-cluster build or a Containerfile running ignition-apply), every revert prediction rests on the image being built from the MachineConfigs given. " +
+			"They are rendered against the image's own tree, and the image is compared, at each path a storage file, directory or link, a unit's contents, mask or non-empty drop-in writes, " +
+			"with what is written there: type, content, mode, owner, link target; a path the image lacks is reported too. " +
+			"What ignition-apply writes otherwise than the machine-config-daemon by design is not compared (docs/design.md, \"Images built by others\"): enablement (presets, not links), removals, parent directories, " +
+			"a directory's mode and a file's content when the MachineConfig sets none, a symbolic link's owner, /etc/kubernetes/kubeconfig's mode, core's SSH keys and currentconfig. " +
+			"Images with mcbake's manifest are checked by manifest-drift and stale-image instead.",
+		Fix: "Pass the MachineConfigs the image was built from, or rebuild the image from these MachineConfigs."},
 }
 
 // Rules returns every rule, ordered by ID.
