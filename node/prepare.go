@@ -144,7 +144,9 @@ func (r *Record) Written() []Change {
 // or new. PrepareRevert is idempotent: a second run finds nothing wrong
 // and writes nothing. The record and the MachineConfigs are stored in
 // RecordDir of the staged deployment and in VarRecordDir of the
-// stateroot's /var. Inputs that cannot be prepared (no single staged
+// stateroot's /var, in the same transaction: when they cannot be
+// written, no path is (the record of a failed transaction is kept under
+// /var only). Inputs that cannot be prepared (no single staged
 // deployment, an owned path the staged /etc has as a fifo or a symlink,
 // a plan for other images or paths) are errors and nothing is written.
 // So is a ctx done before the writes begin; once they have, they are
@@ -475,14 +477,22 @@ func mcList(mcs []*machineconfig.MachineConfig) ([]byte, error) {
 	return append(b, '\n'), err
 }
 
-// applyPrepare writes the staged deployment's paths in one transaction
-// and the record. It runs with the sysroot writable.
+// applyPrepare writes the staged deployment's paths, the record and the
+// MachineConfigs in one transaction (the record says every path is new:
+// it is only written when they all are). When the transaction fails, the
+// record says where each path ended and goes under the stateroot's /var
+// only. It runs with the sysroot writable.
 func applyPrepare(staged *Deployment, p *prepared, rec *Record, opts PrepareOptions) error {
 	root, err := Open(staged.Dir)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
+	varRoot, err := Open(staged.Var())
+	if err != nil {
+		return err
+	}
+	defer varRoot.Close()
 	labels, err := LoadLabeler(root)
 	if err != nil {
 		return fmt.Errorf("reading the staged deployment's SELinux policy: %w", err)
@@ -490,21 +500,32 @@ func applyPrepare(staged *Deployment, p *prepared, rec *Record, opts PrepareOpti
 	t := &txn{root: root, failAt: opts.failAt}
 	for _, w := range p.writes {
 		label := labels.Lookup(w.entry.Where(), w.entry.Type)
-		rec.Changes[w.change].Label = label
+		c := &rec.Changes[w.change]
+		c.Label, c.State = label, StateNew
 		t.add(w.entry.Where(), w.entry, label)
+	}
+	if err := queueRecord(t, root, varRoot, labels, rec, p.mcs); err != nil {
+		for _, w := range p.writes {
+			rec.Changes[w.change].State = StateOld
+		}
+		rec.Error = err.Error()
+		return err
 	}
 	terr := t.run()
 	byPath := map[string]State{}
 	for _, w := range t.writes {
-		byPath[w.path] = w.state
+		if w.root == root {
+			byPath[w.path] = w.state
+		}
 	}
 	for _, w := range p.writes {
 		rec.Changes[w.change].State = byPath[clean(w.entry.Where())]
 	}
-	if terr != nil {
-		rec.Error = terr.Error()
+	if terr == nil {
+		return nil
 	}
-	return errors.Join(terr, writeRecord(root, labels, rec, p.mcs), writeVarRecord(staged, rec, p.mcs))
+	rec.Error = terr.Error()
+	return errors.Join(terr, saveFailed(varRoot, rec, p.mcs))
 }
 
 // removalPaths returns the paths of res.Removes that no entry of res has,

@@ -473,7 +473,8 @@ func TestPrepareMovedIntoVar(t *testing.T) {
 }
 
 // TestPrepareFailureHalfway injects a failure after some of the writes:
-// every path ends old, and the record says so.
+// every path ends old, the returned record says so, and the staged
+// deployment has no record of the failed run.
 func TestPrepareFailureHalfway(t *testing.T) {
 	st, mcs, _ := setup(t)
 	s, booted, staged := deployments(t, st)
@@ -496,14 +497,64 @@ func TestPrepareFailureHalfway(t *testing.T) {
 			t.Errorf("%s: state %s after the failure, want old", c.Path, c.State)
 		}
 	}
-	after := roottest.Tree(t, staged.Dir)
-	for p := range after {
-		if strings.HasPrefix(p, strings.TrimPrefix(node.RecordDir, "/")) || p == "etc/mcbake" {
-			delete(after, p) // the record and its parent
-		}
-	}
-	if diff := cmp.Diff(before, after, cmpopts.EquateEmpty()); diff != "" {
+	// The record too: it is written with the paths, or not at all.
+	if diff := cmp.Diff(before, roottest.Tree(t, staged.Dir), cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("a failed Prepare left changes (-before +after):\n%s", diff)
+	}
+}
+
+// TestPrepareRecordFails: when the record cannot be written (in the
+// staged deployment or under the stateroot's /var), Prepare fails and
+// every path it would have written is back as it was: the record is part
+// of the transaction.
+func TestPrepareRecordFails(t *testing.T) {
+	tests := []struct {
+		name   string
+		break_ func(staged, varDir string) error
+	}{
+		{"record directory a file", func(staged, _ string) error {
+			return os.WriteFile(filepath.Join(staged, "etc/mcbake/revert"), []byte("in the way\n"), 0o644)
+		}},
+		{"record file a directory", func(staged, _ string) error {
+			return os.MkdirAll(filepath.Join(staged, "etc/mcbake/revert/record.json/full"), 0o755)
+		}},
+		{"/var copy's directory a file", func(_, varDir string) error {
+			if err := os.MkdirAll(filepath.Join(varDir, "lib"), 0o755); err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(varDir, "lib/mcbake"), []byte("in the way\n"), 0o644)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st, mcs, _ := setup(t)
+			s, booted, staged := deployments(t, st)
+			if err := os.MkdirAll(filepath.Join(staged.Dir, "etc/mcbake"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := tt.break_(staged.Dir, staged.Var()); err != nil {
+				t.Fatal(err)
+			}
+			before := roottest.Tree(t, staged.Dir)
+			rec, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs})
+			if err == nil {
+				t.Fatal("Prepare = nil, want the record's write to fail")
+			}
+			if rec == nil || rec.Error == "" {
+				t.Errorf("Prepare returned no record naming the error (%v), want one", rec != nil)
+			} else if len(rec.Written()) == 0 {
+				t.Fatal("Prepare had nothing to write: the test proves nothing")
+			} else {
+				for _, c := range rec.Written() {
+					if c.State != node.StateOld {
+						t.Errorf("%s: state %s after the failure, want old", c.Path, c.State)
+					}
+				}
+			}
+			if diff := cmp.Diff(before, roottest.Tree(t, staged.Dir)); diff != "" {
+				t.Errorf("a Prepare whose record failed left changes (-before +after):\n%s", diff)
+			}
+		})
 	}
 }
 

@@ -8,60 +8,82 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"slices"
 
-	"github.com/google/renameio/v2"
 	"golang.org/x/sys/unix"
 
 	"github.com/mcbake/mcbake/internal/readall"
+	"github.com/mcbake/mcbake/manifest"
+	"github.com/mcbake/mcbake/render"
 )
 
-// writeRecord appends rec to RecordDir/record.json of the staged
-// deployment's root and stores the MachineConfigs beside it, labelled as
-// the deployment's policy says.
-func writeRecord(root *Root, labels *Labeler, rec *Record, mcs []byte) error {
-	unlock, err := root.lock()
+// queueRecord queues in t the record and the MachineConfigs: in RecordDir
+// of the staged deployment's root, labelled as its policy says, and in
+// VarRecordDir of the stateroot's /var (varRoot), which a re-stage
+// keeps, with the directories missing above them. They commit with the
+// paths of t, or not at all: a record that cannot be written undoes the
+// paths too.
+func queueRecord(t *txn, root, varRoot *Root, labels *Labeler, rec *Record, mcs []byte) error {
+	staged, err := appendRecord(func() ([]byte, error) { return root.ReadFile(path.Join(RecordDir, RecordFile)) }, rec)
 	if err != nil {
 		return fmt.Errorf("writing the record: %w", err)
 	}
-	defer unlock()
-	if err := root.MkdirAll(RecordDir, func(string) (uint32, int, int) { return 0o755, 0, 0 }); err != nil {
-		return fmt.Errorf("writing the record: %w", err)
-	}
-	records, err := appendRecord(func() ([]byte, error) { return root.ReadFile(path.Join(RecordDir, RecordFile)) }, rec)
-	if err != nil {
+	if err := queueFiles(t, root, RecordDir, labels, staged, mcs); err != nil {
 		return err
 	}
-	for name, b := range map[string][]byte{RecordFile: records, MachineConfigsFile: mcs} {
-		p := path.Join(RecordDir, name)
-		if err := root.WriteFile(p, b, 0o644, 0, 0); err != nil {
+	return queueVarRecord(t, varRoot, rec, mcs)
+}
+
+// queueVarRecord queues in t the /var copy of the record and the
+// MachineConfigs.
+func queueVarRecord(t *txn, varRoot *Root, rec *Record, mcs []byte) error {
+	records, err := appendRecord(func() ([]byte, error) { return readFileIn(varRoot, path.Join(VarRecordDir, RecordFile), MaxRecordFile) }, rec)
+	if err != nil {
+		return fmt.Errorf("writing the record: %w", err)
+	}
+	return queueFiles(t, varRoot, VarRecordDir, nil, records, mcs)
+}
+
+// queueFiles queues the record file and the MachineConfigs file in dir
+// of root, and the directories missing at and above dir (0755
+// root:root), each labelled as labels says.
+func queueFiles(t *txn, root *Root, dir string, labels *Labeler, record, mcs []byte) error {
+	var missing []string
+	for d := clean(dir); d != "/" && !t.queuedIn(root, d); d = path.Dir(d) {
+		_, ok, err := root.LstatType(d)
+		if err != nil {
 			return fmt.Errorf("writing the record: %w", err)
 		}
-		if l := labels.Lookup(p, "file"); l != "" {
-			if err := root.withDir(p, func(dfd int, n string) error { return setLabel(dfd, n, l) }); err != nil {
-				return fmt.Errorf("labelling the record: %w", err)
-			}
+		if ok {
+			break
 		}
+		missing = append(missing, d)
+	}
+	for _, d := range missing {
+		t.addIn(root, d, render.Entry{Entry: manifest.Entry{Path: d, Type: manifest.Directory, Mode: 0o755}}, labels.Lookup(d, manifest.Directory))
+	}
+	for _, f := range []struct {
+		name    string
+		content []byte
+	}{{RecordFile, record}, {MachineConfigsFile, mcs}} {
+		p := path.Join(dir, f.name)
+		e := manifest.Entry{Path: p, Type: manifest.File, Mode: 0o644, Size: int64(len(f.content))}
+		t.addIn(root, p, render.Entry{Entry: e, Content: f.content}, labels.Lookup(p, manifest.File))
 	}
 	return nil
 }
 
-// writeVarRecord stores the same files under the stateroot's /var, which
-// a re-stage keeps.
-func writeVarRecord(d *Deployment, rec *Record, mcs []byte) error {
-	dir := filepath.Join(d.Var(), VarRecordDir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("writing the record: %w", err)
-	}
-	records, err := appendRecord(func() ([]byte, error) { return readRecordFile(filepath.Join(dir, RecordFile)) }, rec)
-	if err != nil {
+// saveFailed stores the record of a run whose transaction failed (which
+// wrote nothing, the record included) under the stateroot's /var, in a
+// transaction of its own: the staged deployment keeps the record of the
+// last run that wrote.
+func saveFailed(varRoot *Root, rec *Record, mcs []byte) error {
+	t := &txn{root: varRoot}
+	if err := queueVarRecord(t, varRoot, rec, mcs); err != nil {
 		return err
 	}
-	for name, b := range map[string][]byte{RecordFile: records, MachineConfigsFile: mcs} {
-		if err := renameio.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			return fmt.Errorf("writing the record: %w", err)
-		}
+	if err := t.run(); err != nil {
+		return fmt.Errorf("writing the record: %w", err)
 	}
 	return nil
 }
@@ -116,21 +138,40 @@ func readRecordFile(file string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return readRegular(f, file, MaxRecordFile)
+}
+
+// readFileIn reads p inside root (symlinks resolved inside it, as every
+// read of a Root): a regular file of at most max bytes.
+func readFileIn(root *Root, p string, max int64) ([]byte, error) {
+	// O_NONBLOCK: a fifo there must not block the open.
+	fd, err := root.OpenIn(p, unix.O_RDONLY|unix.O_NONBLOCK)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	return readRegular(f, p, max)
+}
+
+// readRegular reads f, named name in errors, when it is a regular file of
+// at most max bytes; it reads nothing of anything else.
+func readRegular(f *os.File, name string, max int64) ([]byte, error) {
 	fi, err := f.Stat()
 	switch {
 	case err != nil:
 		return nil, err
 	case !fi.Mode().IsRegular():
-		return nil, fmt.Errorf("%s: not a regular file (%s)", file, fi.Mode().Type())
-	case fi.Size() > MaxRecordFile:
-		return nil, fmt.Errorf("%s: %d bytes, more than a record file holds (%d)", file, fi.Size(), MaxRecordFile)
+		return nil, fmt.Errorf("%s: not a regular file (%s)", name, fi.Mode().Type())
+	case fi.Size() > max:
+		return nil, fmt.Errorf("%s: %d bytes, more than the %d it may have", name, fi.Size(), max)
 	}
-	b, err := readall.Sized(io.LimitReader(f, MaxRecordFile+1), int(fi.Size())+1)
+	b, err := readall.Sized(io.LimitReader(f, max+1), int(fi.Size())+1)
 	if err != nil {
 		return nil, err
 	}
-	if len(b) > MaxRecordFile {
-		return nil, fmt.Errorf("%s: more than a record file holds (%d bytes)", file, MaxRecordFile)
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%s: more than the %d bytes it may have", name, max)
 	}
 	return b, nil
 }

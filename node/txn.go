@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 
 	"golang.org/x/sys/unix"
@@ -29,6 +30,9 @@ const (
 
 // txnWrite is one path a transaction makes what entry says.
 type txnWrite struct {
+	// root is the root the path is in: the transaction's, or another
+	// (the stateroot's /var, say) whose writes commit with it.
+	root  *Root
 	path  string
 	entry render.Entry
 	// label is the SELinux context to give the path, "" for none.
@@ -51,7 +55,8 @@ type txnWrite struct {
 // directories, missing directories made), then puts them in place one
 // rename each, keeping the old entries under temporary names; on a
 // failure it renames the old entries back. Only then are the old entries
-// deleted.
+// deleted. The paths may lie in several roots (see addIn): they commit
+// and roll back together.
 type txn struct {
 	root   *Root
 	writes []*txnWrite
@@ -63,9 +68,14 @@ type txn struct {
 // add queues a write of e at p (e's type Absent removes p), replacing an
 // earlier one of the same path.
 func (t *txn) add(p string, e render.Entry, label string) {
-	w := &txnWrite{path: clean(p), entry: e, label: label, state: StateOld}
+	t.addIn(t.root, p, e, label)
+}
+
+// addIn is add for a path in root, which need not be the transaction's.
+func (t *txn) addIn(root *Root, p string, e render.Entry, label string) {
+	w := &txnWrite{root: root, path: clean(p), entry: e, label: label, state: StateOld}
 	for i, o := range t.writes {
-		if o.path == w.path {
+		if o.root == w.root && o.path == w.path {
 			t.writes[i] = w
 			return
 		}
@@ -73,10 +83,14 @@ func (t *txn) add(p string, e render.Entry, label string) {
 	t.writes = append(t.writes, w)
 }
 
-// queued reports whether a write of p is queued.
-func (t *txn) queued(p string) bool {
+// queued reports whether a write of p (in the transaction's root) is
+// queued.
+func (t *txn) queued(p string) bool { return t.queuedIn(t.root, p) }
+
+// queuedIn reports whether a write of p in root is queued.
+func (t *txn) queuedIn(root *Root, p string) bool {
 	for _, w := range t.writes {
-		if w.path == p {
+		if w.root == root && w.path == p {
 			return true
 		}
 	}
@@ -90,13 +104,15 @@ func (t *txn) run() error {
 	sort.SliceStable(t.writes, func(i, j int) bool { return order(t.writes[i]) < order(t.writes[j]) })
 	// One writer at a time per root; under the lock, any temporary entry
 	// is a dead run's leftover.
-	unlock, err := t.root.lock()
-	if err != nil {
-		return err
+	for _, r := range t.roots() {
+		unlock, err := r.lock()
+		if err != nil {
+			return err
+		}
+		defer unlock()
 	}
-	defer unlock()
 	t.sweep()
-	err = t.prepare()
+	err := t.prepare()
 	if err == nil {
 		err = t.commit()
 	}
@@ -104,6 +120,17 @@ func (t *txn) run() error {
 		return errors.Join(err, t.rollback())
 	}
 	return t.finish()
+}
+
+// roots are the roots the writes are in, the transaction's first.
+func (t *txn) roots() []*Root {
+	out := []*Root{t.root}
+	for _, w := range t.writes {
+		if !slices.Contains(out, w.root) {
+			out = append(out, w.root)
+		}
+	}
+	return out
 }
 
 // order sorts directories first (by path), then everything else, hard
@@ -128,7 +155,7 @@ func (t *txn) prepare() error {
 }
 
 func (t *txn) prepareOne(w *txnWrite) error {
-	old, ok, err := t.root.Lstat(w.path)
+	old, ok, err := w.root.Lstat(w.path)
 	if err != nil {
 		return err
 	}
@@ -136,7 +163,7 @@ func (t *txn) prepareOne(w *txnWrite) error {
 	if ok && old.Type == manifest.Directory && e.Type != manifest.Directory && e.Type != manifest.Absent {
 		return errors.New("a directory is in the way")
 	}
-	return t.root.withDir(w.path, func(dfd int, name string) error {
+	return w.root.withDir(w.path, func(dfd int, name string) error {
 		switch e.Type {
 		case manifest.Directory:
 			return t.prepareDir(dfd, name, w, old, ok)
@@ -208,7 +235,7 @@ func (t *txn) writeTemp(dfd int, w *txnWrite) (err error) {
 func (t *txn) linkTemp(dfd int, w *txnWrite) error {
 	target := clean(w.entry.Target)
 	for _, o := range t.writes {
-		if o.path == target && o.tmp != "" {
+		if o.root == w.root && o.path == target && o.tmp != "" {
 			target = path.Join(path.Dir(target), o.tmp)
 		}
 	}
@@ -216,7 +243,7 @@ func (t *txn) linkTemp(dfd int, w *txnWrite) error {
 	if err != nil {
 		return err
 	}
-	tfd, err := t.root.openDir(tdir)
+	tfd, err := w.root.openDir(tdir)
 	if err != nil {
 		return err
 	}
@@ -231,7 +258,7 @@ func (t *txn) commit() error {
 				return err
 			}
 		}
-		if err := t.root.withDir(w.path, func(dfd int, name string) error { return t.commitOne(dfd, name, w) }); err != nil {
+		if err := w.root.withDir(w.path, func(dfd int, name string) error { return t.commitOne(dfd, name, w) }); err != nil {
 			return err
 		}
 	}
@@ -299,7 +326,7 @@ func (t *txn) rollback() error {
 	var errs []error
 	for i := len(t.writes) - 1; i >= 0; i-- {
 		w := t.writes[i]
-		err := t.root.withDir(w.path, func(dfd int, name string) error { return t.undo(dfd, name, w) })
+		err := w.root.withDir(w.path, func(dfd int, name string) error { return t.undo(dfd, name, w) })
 		if err != nil {
 			w.state = StateUnknown
 			errs = append(errs, fmt.Errorf("restoring %s: %w", w.path, err))
@@ -346,7 +373,7 @@ func (t *txn) undo(dfd int, name string, w *txnWrite) error {
 func (t *txn) finish() error {
 	var errs []error
 	for _, w := range t.writes {
-		err := t.root.withDir(w.path, func(dfd int, name string) error {
+		err := w.root.withDir(w.path, func(dfd int, name string) error {
 			if w.backup == "" {
 				return nil
 			}
@@ -367,14 +394,18 @@ var tempPattern = regexp.MustCompile(`^\..+\.mcbake-[0-9a-f]{12}$`)
 // sweep removes the temporary entries a killed run left in the
 // directories this transaction writes into.
 func (t *txn) sweep() {
-	seen := map[string]bool{}
+	type rootDir struct {
+		root *Root
+		dir  string
+	}
+	seen := map[rootDir]bool{}
 	for _, w := range t.writes {
 		dir := path.Dir(w.path)
-		if seen[dir] {
+		if seen[rootDir{w.root, dir}] {
 			continue
 		}
-		seen[dir] = true
-		dfd, err := t.root.openDir(dir)
+		seen[rootDir{w.root, dir}] = true
+		dfd, err := w.root.openDir(dir)
 		if err != nil {
 			continue
 		}
