@@ -101,6 +101,12 @@ type Record struct {
 	// Error is set when the writes failed; every change's State says
 	// where its path ended.
 	Error string `json:"error,omitempty"`
+	// Notes say what the run found besides the paths: a record history
+	// that could not be read, say, and was kept aside.
+	Notes []string `json:"notes,omitempty"`
+	// Omitted counts the changes a stored record leaves out: the older
+	// records of the history under /var keep only who and when.
+	Omitted int `json:"omitted,omitempty"`
 }
 
 // RecordSchemaVersion is the version of the record format.

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -343,8 +344,8 @@ func TestPrepare(t *testing.T) {
 		t.Errorf("second Prepare wrote %v, want nothing", paths(w))
 	}
 	records, err := node.ReadRecords(filepath.Join(staged.Dir, node.RecordDir, node.RecordFile))
-	if err != nil || len(records) != 2 {
-		t.Fatalf("records = %d, %v; want 2", len(records), err)
+	if err != nil || len(records) != 1 {
+		t.Fatalf("records = %d, %v; want 1, the last run's", len(records), err)
 	}
 	varRecords, err := node.ReadRecords(filepath.Join(staged.Var(), node.VarRecordDir, node.RecordFile))
 	if err != nil || len(varRecords) != 2 {
@@ -555,6 +556,56 @@ func TestPrepareRecordFails(t *testing.T) {
 				t.Errorf("a Prepare whose record failed left changes (-before +after):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestPrepareRecordBounded: every run replaces the staged deployment's
+// record, whatever was there (one too large to read, say), and the
+// history under /var keeps the last node.MaxHistory records, only the
+// newest with its changes; a history that is not one is kept aside, and
+// the record says so.
+func TestPrepareRecordBounded(t *testing.T) {
+	st, mcs, _ := setup(t)
+	s, booted, staged := deployments(t, st)
+	stagedRecord := filepath.Join(staged.Dir, node.RecordDir, node.RecordFile)
+	varDir := filepath.Join(staged.Var(), node.VarRecordDir)
+	writeTree(t, staged.Dir, map[string]string{
+		strings.TrimPrefix(node.RecordDir, "/") + "/" + node.RecordFile: "[" + strings.Repeat(" ", 5<<20) + "]",
+	})
+	writeTree(t, varDir, map[string]string{node.RecordFile: "{not a history"})
+	for run := range node.MaxHistory + 2 {
+		now := time.Date(2026, 12, 5, 10, 0, run, 0, time.UTC)
+		rec, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, Now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatalf("Prepare, run %d: %v", run+1, err)
+		}
+		if run == 0 && (len(rec.Notes) != 1 || !strings.Contains(rec.Notes[0], "kept aside")) {
+			t.Errorf("the first run's notes = %q, want one saying the history was kept aside", rec.Notes)
+		}
+	}
+	records, err := node.ReadRecords(stagedRecord)
+	if err != nil || len(records) != 1 || len(records[0].Changes) == 0 {
+		t.Fatalf("the staged deployment's records = %d, %v; want 1, with its changes", len(records), err)
+	}
+	history, err := node.ReadRecords(filepath.Join(varDir, node.RecordFile))
+	if err != nil || len(history) != node.MaxHistory {
+		t.Fatalf("the records under /var = %d, %v; want %d", len(history), err, node.MaxHistory)
+	}
+	for i, r := range history {
+		newest := i == len(history)-1
+		if newest != (len(r.Changes) > 0) || newest == (r.Omitted > 0) {
+			t.Errorf("history[%d]: %d changes, %d omitted; want changes in the newest only", i, len(r.Changes), r.Omitted)
+		}
+	}
+	if got, want := history[len(history)-1].Time, records[0].Time; !got.Equal(want) {
+		t.Errorf("the newest record under /var is of %v, want the last run's (%v)", got, want)
+	}
+	aside, err := filepath.Glob(filepath.Join(varDir, node.RecordFile+".corrupt-*"))
+	if err != nil || len(aside) != 1 {
+		t.Fatalf("histories kept aside = %v, %v; want one", aside, err)
+	}
+	if b, err := os.ReadFile(aside[0]); err != nil || string(b) != "{not a history" {
+		t.Errorf("the history kept aside = %q, %v; want what was there", b, err)
 	}
 }
 

@@ -133,6 +133,16 @@ func (r *Root) Mkdir(p string, mode uint32, uid, gid int) error {
 	})
 }
 
+// rename renames p to the name of newPath, in the same directory.
+func (r *Root) rename(p, newPath string) error {
+	if path.Dir(clean(p)) != path.Dir(clean(newPath)) {
+		return fmt.Errorf("rename %s to %s: not in one directory", p, newPath)
+	}
+	return r.withDir(p, func(dfd int, name string) error {
+		return unix.Renameat(dfd, name, dfd, path.Base(newPath))
+	})
+}
+
 // lock takes the root's writer lock (flock on the root directory): one
 // writer at a time, so that under the lock any temporary entry is a dead
 // run's leftover.

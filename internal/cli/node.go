@@ -90,7 +90,8 @@ of the staged deployment's policy; in one transaction, never outside the
 deployment. With --plan (from mcbake plan in CI) it refuses, writing nothing,
 unless the plan names the booted and staged images and the same paths. One line
 per owned path; a record goes to /etc/mcbake/revert/record.json of the staged
-deployment. A second run writes nothing.`,
+deployment (replacing an earlier run's) and to the history under
+/var/lib/mcbake/revert. A second run writes nothing.`,
 		Example: `  rpm-ostree rebase ostree-unverified-registry:quay.io/openshift/base@sha256:...
   mcbake-node prepare-revert -f /etc/mcbake/machineconfigs/
   systemctl reboot`,
@@ -151,6 +152,9 @@ func printRecord(w io.Writer, rec *node.Record, format string) error {
 		verb, len(rec.Written()), len(rec.Changes), rec.Staged.Stateroot, rec.Staged.Name(), rec.Booted.Name())
 	if rec.Error != "" {
 		fmt.Fprintf(w, "the writes failed and were undone: %s\n", rec.Error)
+	}
+	for _, n := range rec.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
 	}
 	return err
 }
