@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -142,16 +143,35 @@ type bootEntry struct {
 	deployment string // the deployment directory it names
 }
 
+// MaxBootEntry bounds a bootloader entry: a BLS entry is a few hundred
+// bytes (title, version, linux, initrd, options).
+const MaxBootEntry = 64 << 10
+
 // bootEntries reads the bootloader entries, highest version (the
-// default) first.
+// default) first. They are read as every file of a tree: inside the boot
+// directory (symlinks resolved inside it: loader is one), regular files
+// only, opened without blocking and without following a last symlink,
+// and at most MaxBootEntry bytes each, so that a fifo, a device or a
+// huge file there is an error, not a hang.
 func (s *Sysroot) bootEntries() ([]bootEntry, error) {
-	files, err := filepath.Glob(filepath.Join(s.Boot, "loader", "entries", "*.conf"))
+	boot, err := Open(s.Boot)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer boot.Close()
+	names, err := boot.ReadDir("/loader/entries")
 	if err != nil {
 		return nil, err
 	}
 	var out []bootEntry
-	for _, f := range files {
-		e, err := s.readBootEntry(f)
+	for _, n := range names {
+		if !strings.HasSuffix(n, ".conf") {
+			continue
+		}
+		e, err := s.readBootEntry(boot, n)
 		if err != nil {
 			return nil, err
 		}
@@ -161,10 +181,18 @@ func (s *Sysroot) bootEntries() ([]bootEntry, error) {
 	return out, nil
 }
 
-func (s *Sysroot) readBootEntry(file string) (bootEntry, error) {
-	b, err := os.ReadFile(file)
+// readBootEntry reads the entry name of boot's loader/entries.
+func (s *Sysroot) readBootEntry(boot *Root, name string) (bootEntry, error) {
+	file := filepath.Join(s.Boot, "loader", "entries", name)
+	fd, err := boot.OpenIn(path.Join("/loader/entries", name), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW)
 	if err != nil {
-		return bootEntry{}, err
+		return bootEntry{}, fmt.Errorf("bootloader entry %s: %w", file, err)
+	}
+	f := os.NewFile(uintptr(fd), file)
+	defer f.Close()
+	b, err := readRegular(f, file, MaxBootEntry)
+	if err != nil {
+		return bootEntry{}, fmt.Errorf("bootloader entry: %w", err)
 	}
 	e := parseBootEntry(b)
 	e.file = file

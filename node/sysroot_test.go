@@ -1,0 +1,79 @@
+package node_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mcbake/mcbake/node"
+)
+
+// TestBootEntriesHostile: a bootloader entry that is not a small regular
+// file (a fifo, a device, a symlink to one, a file larger than a BLS
+// entry ever is) is an error naming it, returned at once: the entries are
+// read in the shutdown path, where a hang or a read without end is worse
+// than a failure. The context only bounds a hang, so that a regression
+// fails instead of blocking the suite.
+func TestBootEntriesHostile(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: mknod")
+	}
+	tests := []struct {
+		name string
+		make func(p string) error
+		want string
+	}{
+		{"fifo", func(p string) error { return unix.Mkfifo(p, 0o644) }, "not a regular file"},
+		{"device", func(p string) error { return unix.Mknod(p, unix.S_IFCHR|0o644, int(unix.Mkdev(1, 5))) }, "not a regular file"},
+		{"symlink to /dev/zero", func(p string) error { return os.Symlink("/dev/zero", p) }, "symbolic links"},
+		{"too large", func(p string) error {
+			return os.WriteFile(p, []byte("title big\nversion 9\n"+strings.Repeat("# padding\n", node.MaxBootEntry/10)), 0o644)
+		}, "larger than"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			entries := filepath.Join(dir, "boot", "loader.1", "entries")
+			for _, d := range []string{filepath.Join(dir, "ostree", "deploy"), entries} {
+				if err := os.MkdirAll(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Symlink("loader.1", filepath.Join(dir, "boot", "loader")); err != nil {
+				t.Fatal(err)
+			}
+			good := "title ok\nversion 1\noptions ostree=/ostree/boot.1/os/x/0\n"
+			if err := os.WriteFile(filepath.Join(entries, "ostree-1.conf"), []byte(good), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			bad := filepath.Join(entries, "ostree-2.conf")
+			if err := tt.make(bad); err != nil {
+				t.Fatal(err)
+			}
+			s, err := node.OpenSysroot(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				_, err := s.Booted()
+				done <- err
+			}()
+			select {
+			case err = <-done:
+			case <-ctx.Done():
+				t.Fatalf("Booted with a %s entry: still reading it (%v)", tt.name, ctx.Err())
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "ostree-2.conf") {
+				t.Errorf("Booted with a %s entry = %v, want an error naming it and saying %q", tt.name, err, tt.want)
+			}
+		})
+	}
+}
