@@ -5,12 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
+	"path"
+	"sort"
 	"strings"
 	"time"
 
-	"github.com/google/renameio/v2"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/render"
 )
@@ -114,7 +113,12 @@ func writeFinalized(booted *Deployment, rep *FinalizedReport) error {
 	if err != nil {
 		return err
 	}
-	if err := renameio.WriteFile(filepath.Join(booted.Var(), VarRecordDir, FinalizedFile), b, 0o644); err != nil {
+	varRoot, err := Open(booted.Var())
+	if err != nil {
+		return err
+	}
+	defer varRoot.Close()
+	if err := varRoot.WriteFile(path.Join(VarRecordDir, FinalizedFile), b, 0o644, 0, 0); err != nil {
 		return fmt.Errorf("writing the safety net's report: %w", err)
 	}
 	return nil
@@ -161,8 +165,12 @@ func repairDeployment(d *Deployment, writes []render.Entry, rep *FinalizedReport
 // booted deployment and its MachineConfigs, or nil when there is none
 // (or it was prepared from another deployment, an earlier boot).
 func preparedRevert(booted *Deployment) (*Record, []*machineconfig.MachineConfig, error) {
-	dir := filepath.Join(booted.Var(), VarRecordDir)
-	records, err := ReadRecords(filepath.Join(dir, RecordFile))
+	varRoot, err := Open(booted.Var())
+	if err != nil {
+		return nil, nil, err
+	}
+	defer varRoot.Close()
+	records, err := readHistoryIn(varRoot)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, nil
 	}
@@ -178,11 +186,49 @@ func preparedRevert(booted *Deployment) (*Record, []*machineconfig.MachineConfig
 	if last == nil {
 		return nil, nil, nil
 	}
-	mcs, err := machineconfig.Load([]string{filepath.Join(dir, MachineConfigsFile)}, nil)
+	mcs, err := readMachineConfigsIn(varRoot)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading the prepared MachineConfigs: %w", err)
+		return nil, nil, err
 	}
 	return last, mcs, nil
+}
+
+// readHistoryIn reads the history under the stateroot's /var, opened as
+// varRoot (symlinks resolve inside it, never out of it), without the
+// records' changes: who and when is what the safety net and the
+// first-boot check need.
+func readHistoryIn(varRoot *Root) ([]*Record, error) {
+	b, err := readFileIn(varRoot, path.Join(VarRecordDir, RecordFile), MaxRecordFile)
+	if err != nil {
+		return nil, err
+	}
+	var stored []*storedRecord
+	if err := json.Unmarshal(b, &stored); err != nil {
+		return nil, fmt.Errorf("/var%s: %w", path.Join(VarRecordDir, RecordFile), err)
+	}
+	out := make([]*Record, 0, len(stored))
+	for _, r := range stored {
+		if r != nil {
+			out = append(out, r.Record.header())
+		}
+	}
+	return out, nil
+}
+
+// readMachineConfigsIn reads the MachineConfigs stored beside the history
+// under the stateroot's /var, opened as varRoot.
+func readMachineConfigsIn(varRoot *Root) ([]*machineconfig.MachineConfig, error) {
+	p := path.Join(VarRecordDir, MachineConfigsFile)
+	b, err := readFileIn(varRoot, p, machineconfig.MaxInput)
+	if err != nil {
+		return nil, fmt.Errorf("reading the prepared MachineConfigs: %w", err)
+	}
+	mcs, err := machineconfig.Parse("/var"+p, b)
+	if err != nil {
+		return nil, fmt.Errorf("reading the prepared MachineConfigs: %w", err)
+	}
+	sort.SliceStable(mcs, func(i, j int) bool { return mcs[i].Name < mcs[j].Name })
+	return mcs, nil
 }
 
 // BootCheck is what Check found on the first boot after a revert.
@@ -221,8 +267,12 @@ func Check(sysroot string, now func() time.Time) (*BootCheck, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(booted.Var(), VarRecordDir)
-	records, err := ReadRecords(filepath.Join(dir, RecordFile))
+	varRoot, err := Open(booted.Var())
+	if err != nil {
+		return nil, err
+	}
+	defer varRoot.Close()
+	records, err := readHistoryIn(varRoot)
 	if errors.Is(err, fs.ErrNotExist) || err == nil && len(records) == 0 {
 		return nil, nil
 	}
@@ -240,11 +290,11 @@ func Check(sysroot string, now func() time.Time) (*BootCheck, error) {
 			return bc, err
 		}
 	}
-	mcs, err := machineconfig.Load([]string{filepath.Join(dir, MachineConfigsFile)}, nil)
+	mcs, err := readMachineConfigsIn(varRoot)
 	if err != nil {
-		return nil, fmt.Errorf("reading the prepared MachineConfigs: %w", err)
+		return nil, err
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, FinalizedFile)); err == nil {
+	if b, err := readFileIn(varRoot, path.Join(VarRecordDir, FinalizedFile), MaxRecordFile); err == nil {
 		var fr FinalizedReport
 		if err := json.Unmarshal(b, &fr); err != nil {
 			return nil, fmt.Errorf("reading the safety net's report: %s: %w", FinalizedFile, err)
@@ -265,7 +315,7 @@ func Check(sysroot string, now func() time.Time) (*BootCheck, error) {
 	if err = errors.Join(err, root.Close()); err != nil {
 		return nil, err
 	}
-	return bc, retire(dir, bc, now)
+	return bc, retire(varRoot, bc, now)
 }
 
 // awaiting returns the deployment a record prepared when it is still to
@@ -299,8 +349,9 @@ func awaiting(s *Sysroot, booted *Deployment, records []*Record) (*Deployment, e
 	return nil, nil
 }
 
-// retire writes the first-boot report and moves the record aside.
-func retire(dir string, bc *BootCheck, now func() time.Time) error {
+// retire writes the first-boot report and moves the record aside, in
+// VarRecordDir of the stateroot's /var, opened as varRoot.
+func retire(varRoot *Root, bc *BootCheck, now func() time.Time) error {
 	if now == nil {
 		now = time.Now
 	}
@@ -309,13 +360,14 @@ func retire(dir string, bc *BootCheck, now func() time.Time) error {
 	if err != nil {
 		return err
 	}
-	if err := renameio.WriteFile(filepath.Join(dir, "check-"+stamp+".json"), b, 0o644); err != nil {
+	in := func(name string) string { return path.Join(VarRecordDir, name) }
+	if err := varRoot.WriteFile(in("check-"+stamp+".json"), b, 0o644, 0, 0); err != nil {
 		return err
 	}
 	if bc.Finalized != nil {
-		if err := os.Rename(filepath.Join(dir, FinalizedFile), filepath.Join(dir, "finalized-"+stamp+".json")); err != nil {
+		if err := varRoot.rename(in(FinalizedFile), in("finalized-"+stamp+".json")); err != nil {
 			return err
 		}
 	}
-	return os.Rename(filepath.Join(dir, RecordFile), filepath.Join(dir, "record-"+stamp+".json"))
+	return varRoot.rename(in(RecordFile), in("record-"+stamp+".json"))
 }

@@ -61,6 +61,43 @@ func TestCheckBeforeBoot(t *testing.T) {
 	}
 }
 
+// TestVarRecordSymlinked: with the stateroot's /var/lib/mcbake a symlink
+// out of the sysroot, the record, the MachineConfigs, the first-boot
+// report and the retired record stay inside the stateroot's /var
+// (symlinks resolve inside it, as in a deployment: the link's target
+// taken as a path in it), and the first-boot check finds the record
+// Prepare wrote.
+func TestVarRecordSymlinked(t *testing.T) {
+	st, mcs, _ := setup(t)
+	s, booted, staged := deployments(t, st)
+	outside := t.TempDir()
+	varDir := staged.Var()
+	if err := os.MkdirAll(filepath.Join(varDir, "lib"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(varDir, "lib", "mcbake")); err != nil {
+		t.Fatal(err)
+	}
+	// Where the link leads inside the stateroot's /var.
+	if err := os.MkdirAll(filepath.Join(varDir, outside), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs}); err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	// B's entry is the default, as on its first boot.
+	bc, err := node.Check(st.Sysroot, func() time.Time { return time.Unix(1e9, 0) })
+	if err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	if bc == nil || !bc.Prepared {
+		t.Errorf("Check = %+v, want the prepared deployment checked", bc)
+	}
+	if names, err := os.ReadDir(outside); err != nil || len(names) != 0 {
+		t.Errorf("the directory /var/lib/mcbake links to, outside the sysroot, has %v (%v), want nothing", names, err)
+	}
+}
+
 // newestEntry is the path and content of the default bootloader entry of
 // a sysroot's boot directory: the highest version.
 func newestEntry(t *testing.T, boot string) (string, []byte) {
