@@ -321,11 +321,15 @@ func setDirMeta(dfd int, name string, mode uint32, uid, gid int, label string) e
 }
 
 // rollback puts every committed path back as it was, removes prepared
-// temporary entries and the directories the transaction made.
+// temporary entries and the directories the transaction made; a write
+// it never began is left alone, old.
 func (t *txn) rollback() error {
 	var errs []error
 	for i := len(t.writes) - 1; i >= 0; i-- {
 		w := t.writes[i]
+		if w.tmp == "" && !w.created && !w.commited {
+			continue // never begun: its parent may not even exist
+		}
 		err := w.root.withDir(w.path, func(dfd int, name string) error { return t.undo(dfd, name, w) })
 		if err != nil {
 			w.state = StateUnknown

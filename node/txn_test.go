@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -67,5 +68,29 @@ func TestTxnRollbackLabels(t *testing.T) {
 	}
 	if got := label("etc/bare"); got != bareBefore {
 		t.Errorf("etc/bare's context after the rollback = %q, want %q as before", got, bareBefore)
+	}
+}
+
+// TestTxnRollbackUntouched: a rollback leaves alone the writes the
+// transaction never began (below a directory it could not make, say):
+// they are old, not unknown, and the error is the failure alone.
+func TestTxnRollbackUntouched(t *testing.T) {
+	requireRoot(t)
+	rootDir, _, r := setup(t)
+	if err := os.WriteFile(filepath.Join(rootDir, "etc", "in-the-way"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tx := &txn{root: r}
+	tx.add("/etc/a.conf", render.Entry{Entry: manifest.Entry{Path: "/etc/a.conf", Type: manifest.File, Mode: 0o644}}, "")
+	tx.add("/etc/in-the-way/sub", render.Entry{Entry: manifest.Entry{Path: "/etc/in-the-way/sub", Type: manifest.Directory, Mode: 0o755}}, "")
+	tx.add("/etc/in-the-way/sub/f", render.Entry{Entry: manifest.Entry{Path: "/etc/in-the-way/sub/f", Type: manifest.File, Mode: 0o644}}, "")
+	err := tx.run()
+	if err == nil || strings.Contains(err.Error(), "restoring") {
+		t.Errorf("run = %v, want the failure to make the directory alone", err)
+	}
+	for _, w := range tx.writes {
+		if w.state != StateOld {
+			t.Errorf("%s: state %s, want old", w.path, w.state)
+		}
 	}
 }
