@@ -483,8 +483,9 @@ func mcList(mcs []*machineconfig.MachineConfig) ([]byte, error) {
 	return append(b, '\n'), err
 }
 
-// applyPrepare writes the staged deployment's paths, the record and the
-// MachineConfigs in one transaction (the record says every path is new:
+// applyPrepare sweeps the temporary entries killed runs left (see
+// SweepTemporaries), then writes the staged deployment's paths, the
+// record and the MachineConfigs in one transaction (the record says every path is new:
 // it is only written when they all are). When the transaction fails, the
 // record says where each path ended and goes under the stateroot's /var
 // only. It runs with the sysroot writable.
@@ -502,6 +503,13 @@ func applyPrepare(staged *Deployment, p *prepared, rec *Record, opts PrepareOpti
 	labels, err := LoadLabeler(root)
 	if err != nil {
 		return fmt.Errorf("reading the staged deployment's SELinux policy: %w", err)
+	}
+	swept, err := sweepDeployment(context.Background(), root, varRoot)
+	if err != nil {
+		return err
+	}
+	if len(swept) > 0 {
+		rec.Notes = append(rec.Notes, sweptNote(swept))
 	}
 	t := &txn{root: root, failAt: opts.failAt}
 	for _, w := range p.writes {
@@ -532,6 +540,16 @@ func applyPrepare(staged *Deployment, p *prepared, rec *Record, opts PrepareOpti
 	}
 	rec.Error = terr.Error()
 	return errors.Join(terr, saveFailed(varRoot, rec, p.mcs))
+}
+
+// sweptNote says which temporary entries of killed runs a run removed.
+func sweptNote(swept []string) string {
+	shown := swept[:min(len(swept), 10)]
+	more := ""
+	if len(swept) > len(shown) {
+		more = fmt.Sprintf(" and %d more", len(swept)-len(shown))
+	}
+	return fmt.Sprintf("removed %d temporary entries a killed run left: %s%s", len(swept), strings.Join(shown, ", "), more)
 }
 
 // removalPaths returns the paths of res.Removes that no entry of res has,

@@ -2,8 +2,11 @@ package node_test
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,5 +78,71 @@ func TestBootEntriesHostile(t *testing.T) {
 				t.Errorf("Booted with a %s entry = %v, want an error naming it and saying %q", tt.name, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestSweepTemporaries: the temporary entries a killed run left anywhere
+// in the staged /etc (or beside the record under /var) are removed before
+// Prepare writes, and by SweepTemporaries, which a shutdown guard runs;
+// names that only look like them, a non-empty directory and what a
+// symlink leads to are left alone.
+func TestSweepTemporaries(t *testing.T) {
+	st, mcs, _ := setup(t)
+	s, booted, staged := deployments(t, st)
+	varDir := filepath.Join(staged.Var(), node.VarRecordDir)
+	leftovers := map[string]string{
+		"etc/.passwd.mcbake-0123456789ab":                     "a dead run's file",
+		"etc/selinux/.config.old.mcbake-abcdefabcdef":         "a dead run's backup",
+		"etc/mcbake-deep/a/b/.x.conf.mcbake-00000000000f":     "deep down",
+		"etc/mcbake-deep/a/b/.empty-dir.mcbake-0000000000aa/": "",
+		"etc/systemd/.link.mcbake-aaaaaaaaaaaa":               "-> /etc/passwd",
+	}
+	kept := map[string]string{
+		"etc/.passwd.mcbake-0123456789":        "too short",
+		"etc/passwd.mcbake-0123456789ab":       "no leading dot",
+		"etc/.passwd.mcbake-0123456789AB":      "upper case",
+		"etc/.full.mcbake-0123456789ab/inside": "a directory with something in it",
+		"etc/mcbake-linked":                    "-> ../../outside-etc",
+		"outside-etc/.x.mcbake-0123456789ab":   "behind a symlink",
+	}
+	writeTree(t, staged.Dir, leftovers)
+	writeTree(t, staged.Dir, kept)
+	writeTree(t, varDir, map[string]string{".record.json.mcbake-0123456789ab": "{"})
+	rec, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs})
+	if err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	for p := range leftovers {
+		if _, err := os.Lstat(filepath.Join(staged.Dir, p)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s after Prepare: %v, want it removed", p, err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(varDir, ".record.json.mcbake-0123456789ab")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the temporary entry beside the record after Prepare: %v, want it removed", err)
+	}
+	for p := range kept {
+		if _, err := os.Lstat(filepath.Join(staged.Dir, p)); err != nil {
+			t.Errorf("%s after Prepare: %v, want it kept", p, err)
+		}
+	}
+	if !slices.ContainsFunc(rec.Notes, func(n string) bool { return strings.Contains(n, "removed 6 temporary entries") }) {
+		t.Errorf("Prepare's notes = %q, want one saying it removed 6 temporary entries", rec.Notes)
+	}
+
+	// The shutdown guard's sweep: the staged deployment has no bootloader
+	// entry until finalization.
+	unstage(t, st)
+	writeTree(t, staged.Dir, leftovers)
+	removed, err := node.SweepTemporaries(context.Background(), st.Sysroot)
+	if err != nil {
+		t.Fatalf("SweepTemporaries: %v", err)
+	}
+	if len(removed) != len(leftovers) {
+		t.Errorf("SweepTemporaries removed %q, want the %d leftovers", removed, len(leftovers))
+	}
+	for p := range kept {
+		if _, err := os.Lstat(filepath.Join(staged.Dir, p)); err != nil {
+			t.Errorf("%s after SweepTemporaries: %v, want it kept", p, err)
+		}
 	}
 }
