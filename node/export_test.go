@@ -1,5 +1,7 @@
 package node
 
+import "time"
+
 // WithFailAt returns o with a failure injected before the commit of write
 // i (when f returns an error for it).
 func WithFailAt(o PrepareOptions, f func(i int) error) PrepareOptions {
@@ -13,4 +15,12 @@ func SetRunningEtc(p string) func() {
 	old := runningEtc
 	runningEtc = p
 	return func() { runningEtc = old }
+}
+
+// SetLockWait makes runs wait d for another's lock until the returned
+// function is called.
+func SetLockWait(d time.Duration) func() {
+	old := lockWait
+	lockWait = d
+	return func() { lockWait = old }
 }

@@ -44,6 +44,11 @@ func Finalized(sysroot string, repair bool) (*FinalizedReport, error) {
 	if err != nil {
 		return nil, err
 	}
+	unlock, err := s.lockRuns()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	booted, err := s.Booted()
 	if err != nil {
 		return nil, err
@@ -263,6 +268,11 @@ func Check(sysroot string, now func() time.Time) (*BootCheck, error) {
 	if err != nil {
 		return nil, err
 	}
+	unlock, err := s.lockRuns()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	booted, err := s.Booted()
 	if err != nil {
 		return nil, err

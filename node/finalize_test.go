@@ -82,7 +82,7 @@ func TestVarRecordSymlinked(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(varDir, outside), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs}); err != nil {
+	if _, err := node.Prepare(context.Background(), s, booted, staged, node.PrepareOptions{MachineConfigs: mcs}); err != nil {
 		t.Fatalf("Prepare: %v", err)
 	}
 	// B's entry is the default, as on its first boot.

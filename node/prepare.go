@@ -178,10 +178,19 @@ func PrepareRevert(ctx context.Context, opts PrepareOptions) (*Record, error) {
 // deployment the next boot starts, whose /etc finalization merges the
 // node's changes into, and booted the deployment the node runs (whose
 // usr/etc and etc are the defaults and the node's /etc).
+// Runs on one sysroot (Prepare, Finalized, Check, SweepTemporaries) are
+// one at a time: Prepare waits up to 10 s for another to end, from the
+// reading of the trees to the record, then fails with a *BusyError that
+// names the lock.
 func Prepare(ctx context.Context, s *Sysroot, booted, staged *Deployment, opts PrepareOptions) (*Record, error) {
 	if len(opts.MachineConfigs) == 0 {
 		return nil, errors.New("no MachineConfig given")
 	}
+	unlock, err := s.lockRuns()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	now := time.Now
 	if opts.Now != nil {
 		now = opts.Now

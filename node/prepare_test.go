@@ -537,7 +537,7 @@ func TestPrepareRecordFails(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := roottest.Tree(t, staged.Dir)
-			rec, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs})
+			rec, err := node.Prepare(context.Background(), s, booted, staged, node.PrepareOptions{MachineConfigs: mcs})
 			if err == nil {
 				t.Fatal("Prepare = nil, want the record's write to fail")
 			}
@@ -575,7 +575,7 @@ func TestPrepareRecordBounded(t *testing.T) {
 	writeTree(t, varDir, map[string]string{node.RecordFile: "{not a history"})
 	for run := range node.MaxHistory + 2 {
 		now := time.Date(2026, 12, 5, 10, 0, run, 0, time.UTC)
-		rec, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, Now: func() time.Time { return now }})
+		rec, err := node.Prepare(context.Background(), s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, Now: func() time.Time { return now }})
 		if err != nil {
 			t.Fatalf("Prepare, run %d: %v", run+1, err)
 		}

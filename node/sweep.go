@@ -20,8 +20,8 @@ import (
 // (.NAME.mcbake-XXXXXXXXXXXX, twelve hex digits; see tempName), and
 // nothing else is touched; symlinks are never followed. Left in the
 // staged /etc, such an entry would become part of the new /etc at the
-// reboot. It takes the deployment's writer lock, so it never removes a
-// live run's entries, and writes in a private mount namespace when the
+// reboot. It takes the lock of mcbake-node runs (see Prepare) and the
+// deployment's writer lock, so it never removes a live run's entries, and writes in a private mount namespace when the
 // sysroot is read-only. It returns the host paths it removed; nil when
 // nothing is staged or pending. PrepareRevert sweeps the same way before
 // it writes; a shutdown guard calls this after it.
@@ -30,6 +30,11 @@ func SweepTemporaries(ctx context.Context, sysroot string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	unlock, err := s.lockRuns()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	booted, err := s.Booted()
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -77,6 +78,50 @@ func OpenSysroot(dir string) (*Sysroot, error) {
 		return nil, fmt.Errorf("sysroot %s: ostree/deploy is not a directory", dir)
 	}
 	return s, nil
+}
+
+// BusyError is returned when another mcbake-node run holds the sysroot's
+// run lock (Lock) for longer than a run waits.
+type BusyError struct {
+	Lock   string
+	Waited time.Duration
+}
+
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("another mcbake-node run holds %s (waited %s)", e.Lock, e.Waited)
+}
+
+// lockWait bounds how long a run waits for another to end; lockPoll is
+// how often it tries.
+var lockWait, lockPoll = 10 * time.Second, 100 * time.Millisecond
+
+// lockRuns takes the lock that makes mcbake-node runs on the sysroot one
+// at a time (Prepare, Finalized, Check, SweepTemporaries): flock on the
+// directory ostree/deploy of the physical root, which every sysroot has
+// and which needs no write, so a read-only sysroot is locked as well. It
+// tries without blocking until lockWait has passed, then returns a
+// *BusyError.
+func (s *Sysroot) lockRuns() (unlock func(), err error) {
+	p := filepath.Join(s.Physical, "ostree", "deploy")
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	deadline := time.Now().Add(lockWait)
+	for {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		switch {
+		case err == nil:
+			return func() { unix.Close(fd) }, nil // closing the last descriptor unlocks
+		case !errors.Is(err, unix.EWOULDBLOCK):
+			unix.Close(fd)
+			return nil, &os.PathError{Op: "flock", Path: p, Err: err}
+		case time.Now().After(deadline):
+			unix.Close(fd)
+			return nil, &BusyError{Lock: p, Waited: lockWait}
+		}
+		time.Sleep(lockPoll)
+	}
 }
 
 // Deployments lists every deployment directory of every stateroot,

@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
 
+	"github.com/mcbake/mcbake/internal/roottest"
 	"github.com/mcbake/mcbake/node"
 )
 
@@ -108,7 +110,7 @@ func TestSweepTemporaries(t *testing.T) {
 	writeTree(t, staged.Dir, leftovers)
 	writeTree(t, staged.Dir, kept)
 	writeTree(t, varDir, map[string]string{".record.json.mcbake-0123456789ab": "{"})
-	rec, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs})
+	rec, err := node.Prepare(context.Background(), s, booted, staged, node.PrepareOptions{MachineConfigs: mcs})
 	if err != nil {
 		t.Fatalf("Prepare: %v", err)
 	}
@@ -144,5 +146,55 @@ func TestSweepTemporaries(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(staged.Dir, p)); err != nil {
 			t.Errorf("%s after SweepTemporaries: %v, want it kept", p, err)
 		}
+	}
+}
+
+// TestPrepareLocked: runs on one sysroot are one at a time. While another
+// run holds the lock, Prepare waits (here a short while), then fails,
+// naming the lock and writing nothing; two runs started together write
+// the paths once: the second finds them written.
+func TestPrepareLocked(t *testing.T) {
+	st, mcs, _ := setup(t)
+	s, booted, staged := deployments(t, st)
+	lock := filepath.Join(st.Sysroot, "ostree", "deploy")
+	fd, err := unix.Open(lock, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	restore := node.SetLockWait(300 * time.Millisecond)
+	before := roottest.Tree(t, staged.Dir)
+	_, err = node.Prepare(context.Background(), s, booted, staged, node.PrepareOptions{MachineConfigs: mcs})
+	var busy *node.BusyError
+	if !errors.As(err, &busy) || !strings.Contains(err.Error(), "another mcbake-node run holds "+lock) {
+		t.Errorf("Prepare while another run holds the lock = %v, want it refused, naming %s", err, lock)
+	}
+	if diff := cmp.Diff(before, roottest.Tree(t, staged.Dir)); diff != "" {
+		t.Errorf("a Prepare refused for the lock changed the staged deployment (-before +after):\n%s", diff)
+	}
+	restore()
+	unix.Close(fd)
+
+	recs := make(chan *node.Record, 2)
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			rec, err := node.Prepare(context.Background(), s, booted, staged, node.PrepareOptions{MachineConfigs: mcs})
+			recs <- rec
+			errs <- err
+		}()
+	}
+	var written []int
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatalf("Prepare beside another: %v", err)
+		}
+		written = append(written, len((<-recs).Written()))
+	}
+	slices.Sort(written)
+	if written[0] != 0 || written[1] == 0 {
+		t.Errorf("two Prepares at once wrote %v paths, want one to write them and the other nothing", written)
 	}
 }
