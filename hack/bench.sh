@@ -21,6 +21,12 @@
 # 3. Peak memory: the same ostree shape with 500k entries (250k files,
 #    BENCH_MEM_FILES; 256 MiB) in the three forms, a cold build each:
 #      peak RSS <= 200 MB (BENCH_MEM=0 skips it)
+# 4. mcbake-node prepare-revert (node.Prepare, BenchmarkPrepare in
+#    node/bench_test.go) on real-ostree deployments with 2,000 and 100,000
+#    owned files under /etc: the first run (writes them all) and the next
+#    (writes nothing), time and peak RSS of each. It runs at shutdown,
+#    where a node waits a minute or two. Needs root and ostree
+#    (BENCH_NODE=0 skips it).
 # BENCH_BUILDAH=0 skips buildah. The bases are generated once, under
 # BENCH_DIR (default _bench).
 set -euo pipefail
@@ -215,6 +221,16 @@ if [ "${BENCH_MEM:-1}" = 1 ]; then
   done
 fi
 
+# --- 4. prepare-revert at 2,000 and 100,000 owned paths -------------------
+node_lines=()
+if [ "${BENCH_NODE:-1}" = 1 ] && $root && command -v ostree >/dev/null; then
+  # go test prints: NAME-CPUS 1 NS ns/op PEAK peak-RSS-MB BYTES B/op ALLOCS allocs/op
+  while read -r name _ ns _ peak _ bytes _; do
+    name=${name#BenchmarkPrepare/}
+    node_lines+=("$(printf '  %-22s %8.1fs   peak RSS %5.0f MB   allocated %6.0f MB' "${name%-*}" "$(awk -v n="$ns" 'BEGIN{print n/1e9}')" "$peak" "$(awk -v b="$bytes" 'BEGIN{print b/1048576}')")")
+  done < <(go test -count=1 -timeout 60m -run '^$' -bench 'BenchmarkPrepare' -benchtime 1x -benchmem ./node/ | grep '^BenchmarkPrepare/')
+fi
+
 buildah_line() { # TIME COLD WARM
   case $1 in
   skipped) echo "skipped    (not root, no buildah, or BENCH_BUILDAH=0)" ;;
@@ -268,4 +284,12 @@ if [ ${#mforms[@]} -gt 0 ]; then
   for f in "${mforms[@]}"; do
     printf '  %-20s cold build peak RSS %s MB (target <= 200 MB), warm %s MB\n' "$f" "$(mb "${mem_rss[$f]}")" "$(mb "${mem_warm[$f]}")"
   done
+fi
+if [ ${#node_lines[@]} -gt 0 ]; then
+  echo
+  echo "mcbake-node prepare-revert (node.Prepare) on real-ostree deployments, owned files under /etc, one run each (the staging is not counted)"
+  printf '%s\n' "${node_lines[@]}"
+else
+  echo
+  echo "mcbake-node prepare-revert: skipped (not root, no ostree, or BENCH_NODE=0)"
 fi

@@ -61,7 +61,7 @@ const unitFile = "[Service]\nExecStart=/usr/bin/true\n[Install]\nWantedBy=multi-
 
 // writeTree writes files (path -> content; "-> T" a symlink, a trailing
 // "/" a directory) under dir.
-func writeTree(t *testing.T, dir string, files map[string]string) {
+func writeTree(t testing.TB, dir string, files map[string]string) {
 	t.Helper()
 	keys := make([]string, 0, len(files))
 	for k := range files {
@@ -91,7 +91,7 @@ func writeTree(t *testing.T, dir string, files map[string]string) {
 
 // baseTree is the base image B: accounts, systemd units, one of them
 // enabled, and a hostname.
-func baseTree(t *testing.T, dir string) {
+func baseTree(t testing.TB, dir string) {
 	writeTree(t, dir, map[string]string{
 		"etc/passwd":          "root:x:0:0:root:/root:/bin/sh\ncore:x:1000:1000::/var/home/core:/bin/sh\n",
 		"etc/group":           "root:x:0:\ncore:x:1000:\n",
@@ -132,7 +132,7 @@ func setupWith(t *testing.T, o ostreetest.StageOptions) (ostreetest.Staged, []*m
 // setupMC is setupWith with the MachineConfig mc, and editL, when set,
 // changing L's tree after the bake (a layered image whose MachineConfigs
 // are not all the node's).
-func setupMC(t *testing.T, mc string, editL func(lRoot string), o ostreetest.StageOptions) (ostreetest.Staged, []*machineconfig.MachineConfig, *manifest.Manifest) {
+func setupMC(t testing.TB, mc string, editL func(lRoot string), o ostreetest.StageOptions) (ostreetest.Staged, []*machineconfig.MachineConfig, *manifest.Manifest) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: ostree deploys and owners")
@@ -169,7 +169,7 @@ func setupMC(t *testing.T, mc string, editL func(lRoot string), o ostreetest.Sta
 }
 
 // bake writes the rendering into the root as a layer would.
-func bake(t *testing.T, root string, res *render.Result) {
+func bake(t testing.TB, root string, res *render.Result) {
 	t.Helper()
 	for _, e := range res.Entries {
 		if e.Type == manifest.Absent {
@@ -188,7 +188,7 @@ func bake(t *testing.T, root string, res *render.Result) {
 }
 
 // deployments are the booted (L) and staged (B) deployments of st.
-func deployments(t *testing.T, st ostreetest.Staged) (*node.Sysroot, *node.Deployment, *node.Deployment) {
+func deployments(t testing.TB, st ostreetest.Staged) (*node.Sysroot, *node.Deployment, *node.Deployment) {
 	t.Helper()
 	s, err := node.OpenSysroot(st.Sysroot)
 	if err != nil {
