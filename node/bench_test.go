@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"context"
 	"bufio"
 	"bytes"
 	"encoding/json"
@@ -37,7 +38,7 @@ func BenchmarkPrepare(b *testing.B) {
 					st, mcs, _ := setupMC(b, mc, nil, ostreetest.StageOptions{MCDWrite: func(string) error { return nil }})
 					s, booted, staged := deployments(b, st)
 					if run == "again" {
-						if _, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs}); err != nil {
+						if _, err := node.Prepare(context.Background(), s, booted, staged, node.PrepareOptions{MachineConfigs: mcs}); err != nil {
 							b.Fatal(err)
 						}
 					}
@@ -45,7 +46,7 @@ func BenchmarkPrepare(b *testing.B) {
 					debug.FreeOSMemory()
 					resetPeakRSS(b)
 					b.StartTimer()
-					rec, err := node.Prepare(s, booted, staged, node.PrepareOptions{MachineConfigs: mcs})
+					rec, err := node.Prepare(context.Background(), s, booted, staged, node.PrepareOptions{MachineConfigs: mcs})
 					b.StopTimer()
 					if err != nil {
 						b.Fatal(err)

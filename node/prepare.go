@@ -257,12 +257,13 @@ func planPrepare(ctx context.Context, s *Sysroot, booted, staged *Deployment, mc
 		entries = append(entries, render.Entry{Entry: manifest.Entry{Path: pth, Type: manifest.Absent, Source: res.Removes[pth]}})
 	}
 	p := &prepared{res: res}
+	parents := parentCache{}
 	var errs []error
 	for _, e := range entries {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("computing the writes: %w", context.Cause(ctx))
 		}
-		c, write, err := changeFor(e, bootedRoot, stagedRoot)
+		c, write, err := changeFor(e, bootedRoot, stagedRoot, parents)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -309,7 +310,7 @@ func dropUnneededConfigDir(writes []pendingWrite, rec *Record) []pendingWrite {
 
 // changeFor computes the Change of one rendered entry, and whether it is
 // to be written.
-func changeFor(e render.Entry, booted, staged *render.Dir) (Change, bool, error) {
+func changeFor(e render.Entry, booted, staged *render.Dir, parents parentCache) (Change, bool, error) {
 	c := Change{Path: e.Where(), Op: Unchanged, Source: e.Source}
 	if e.Where() != e.Path {
 		c.RequestedPath = e.Path
@@ -357,7 +358,7 @@ func changeFor(e render.Entry, booted, staged *render.Dir) (Change, bool, error)
 		// A directory above it that the node removed, or replaced with
 		// something else, takes it along: finalization removes the
 		// directory, or copies the node's in its place.
-		parent, change, err := parentChange(booted, rel)
+		parent, change, err := parents.change(booted, rel)
 		if err != nil {
 			return c, false, err
 		}
@@ -381,6 +382,28 @@ func changeFor(e render.Entry, booted, staged *render.Dir) (Change, bool, error)
 		return c, true, nil
 	}
 	return c, false, nil
+}
+
+// parentCache remembers parentChange by directory: the paths of one
+// directory share it (a thousand files in one are common).
+type parentCache map[string]parentResult
+
+type parentResult struct {
+	dir    string
+	change NodeChange
+}
+
+// change is parentChange(booted, rel), looked up once per directory.
+func (c parentCache) change(booted *render.Dir, rel string) (string, NodeChange, error) {
+	key := path.Dir(path.Clean("/" + rel))
+	if r, ok := c[key]; ok {
+		return r.dir, r.change, nil
+	}
+	dir, change, err := parentChange(booted, rel)
+	if err == nil {
+		c[key] = parentResult{dir, change}
+	}
+	return dir, change, err
 }
 
 // parentChange returns the directory above rel (a path under /etc,

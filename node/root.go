@@ -234,7 +234,17 @@ func (r *Root) WriteFile(p string, content []byte, mode uint32, uid, gid int) er
 	})
 }
 
+// writeAll writes a new file's content, owners and mode, and fsyncs it.
 func writeAll(f *os.File, content []byte, mode uint32, uid, gid int) error {
+	if err := writeContent(f, content, mode, uid, gid); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+// writeContent is writeAll without the fsync, for a caller that syncs
+// the filesystem once for many files (see txn.sync).
+func writeContent(f *os.File, content []byte, mode uint32, uid, gid int) error {
 	if _, err := f.Write(content); err != nil {
 		return err
 	}
@@ -243,10 +253,7 @@ func writeAll(f *os.File, content []byte, mode uint32, uid, gid int) error {
 	}
 	// After the chown, which clears setuid and setgid; unix.Fchmod keeps
 	// them and the sticky bit, which os.FileMode's permission bits lack.
-	if err := unix.Fchmod(int(f.Fd()), mode&0o7777); err != nil {
-		return err
-	}
-	return f.Sync()
+	return unix.Fchmod(int(f.Fd()), mode&0o7777)
 }
 
 // renameInto renames tmp over name, or removes tmp when err is set.

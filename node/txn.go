@@ -56,10 +56,18 @@ type txnWrite struct {
 // rename each, keeping the old entries under temporary names; on a
 // failure it renames the old entries back. Only then are the old entries
 // deleted. The paths may lie in several roots (see addIn): they commit
-// and roll back together.
+// and roll back together. The prepared entries are made durable before
+// the first rename, and the renames before the old entries are deleted,
+// with one syncfs(2) a root each time instead of a fsync a file and a
+// directory (100,000 paths: seconds instead of minutes).
 type txn struct {
 	root   *Root
 	writes []*txnWrite
+	// byKey finds a queued write by root and path.
+	byKey map[txnKey]*txnWrite
+	// dirs are the parent directories open during run, by root and path:
+	// each is opened once, and synced with its filesystem (see sync).
+	dirs map[txnKey]int
 	// failAt, when set, makes the commit of the write with that index
 	// fail (tests inject failures with it).
 	failAt func(i int) error
@@ -71,16 +79,25 @@ func (t *txn) add(p string, e render.Entry, label string) {
 	t.addIn(t.root, p, e, label)
 }
 
+// txnKey names a path of one root.
+type txnKey struct {
+	root *Root
+	path string
+}
+
 // addIn is add for a path in root, which need not be the transaction's.
 func (t *txn) addIn(root *Root, p string, e render.Entry, label string) {
 	w := &txnWrite{root: root, path: clean(p), entry: e, label: label, state: StateOld}
-	for i, o := range t.writes {
-		if o.root == w.root && o.path == w.path {
-			t.writes[i] = w
-			return
-		}
+	if t.byKey == nil {
+		t.byKey = map[txnKey]*txnWrite{}
 	}
-	t.writes = append(t.writes, w)
+	k := txnKey{root, w.path}
+	if old, ok := t.byKey[k]; ok {
+		t.writes[slices.Index(t.writes, old)] = w
+	} else {
+		t.writes = append(t.writes, w)
+	}
+	t.byKey[k] = w
 }
 
 // queued reports whether a write of p (in the transaction's root) is
@@ -89,12 +106,8 @@ func (t *txn) queued(p string) bool { return t.queuedIn(t.root, p) }
 
 // queuedIn reports whether a write of p in root is queued.
 func (t *txn) queuedIn(root *Root, p string) bool {
-	for _, w := range t.writes {
-		if w.root == root && w.path == p {
-			return true
-		}
-	}
-	return false
+	_, ok := t.byKey[txnKey{root, p}]
+	return ok
 }
 
 // run prepares and commits every write; on error every path is old again
@@ -111,15 +124,70 @@ func (t *txn) run() error {
 		}
 		defer unlock()
 	}
+	defer t.closeDirs()
 	t.sweep()
+	// The prepared entries are on disk before the first rename, and the
+	// renames before the old entries go: one syncfs a root each time,
+	// rather than a fsync a file and a directory.
 	err := t.prepare()
+	if err == nil {
+		err = t.sync()
+	}
 	if err == nil {
 		err = t.commit()
 	}
 	if err != nil {
-		return errors.Join(err, t.rollback())
+		return errors.Join(err, t.rollback(), t.sync())
 	}
-	return t.finish()
+	if err := t.sync(); err != nil {
+		return err
+	}
+	return errors.Join(t.finish(), t.sync())
+}
+
+// inDir runs fn with the open parent directory of w's path and the
+// path's base name, the directory opened (inside w's root) the first
+// time and kept open until the run ends.
+func (t *txn) inDir(w *txnWrite, fn func(dfd int, name string) error) error {
+	dir, name, err := split(w.path)
+	if err != nil {
+		return err
+	}
+	if t.dirs == nil {
+		t.dirs = map[txnKey]int{}
+	}
+	k := txnKey{w.root, dir}
+	dfd, ok := t.dirs[k]
+	if !ok {
+		if dfd, err = w.root.openDir(dir); err != nil {
+			return err
+		}
+		t.dirs[k] = dfd
+	}
+	if err := fn(dfd, name); err != nil {
+		return &os.PathError{Op: "write", Path: w.path, Err: err}
+	}
+	return nil
+}
+
+// sync flushes the filesystem of every root the transaction writes
+// (syncfs(2)): what is written so far is on disk.
+func (t *txn) sync() error {
+	var errs []error
+	for _, r := range t.roots() {
+		if err := unix.Syncfs(r.FD()); err != nil {
+			errs = append(errs, &os.PathError{Op: "syncfs", Path: r.Path(), Err: err})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// closeDirs closes the directories inDir opened.
+func (t *txn) closeDirs() {
+	for k, fd := range t.dirs {
+		unix.Close(fd)
+		delete(t.dirs, k)
+	}
 }
 
 // roots are the roots the writes are in, the transaction's first.
@@ -155,15 +223,15 @@ func (t *txn) prepare() error {
 }
 
 func (t *txn) prepareOne(w *txnWrite) error {
-	old, ok, err := w.root.Lstat(w.path)
-	if err != nil {
-		return err
-	}
 	e := w.entry
-	if ok && old.Type == manifest.Directory && e.Type != manifest.Directory && e.Type != manifest.Absent {
-		return errors.New("a directory is in the way")
-	}
-	return w.root.withDir(w.path, func(dfd int, name string) error {
+	return t.inDir(w, func(dfd int, name string) error {
+		old, ok, err := lstatAt(dfd, name)
+		if err != nil {
+			return err
+		}
+		if ok && old.Type == manifest.Directory && e.Type != manifest.Directory && e.Type != manifest.Absent {
+			return errors.New("a directory is in the way")
+		}
 		switch e.Type {
 		case manifest.Directory:
 			return t.prepareDir(dfd, name, w, old, ok)
@@ -187,6 +255,29 @@ func (t *txn) prepareOne(w *txnWrite) error {
 		}
 		return fmt.Errorf("unknown entry type %q", e.Type)
 	})
+}
+
+// lstatAt is the type, mode and owners of name in the directory dfd,
+// not following a symlink; false when there is none.
+func lstatAt(dfd int, name string) (manifest.Entry, bool, error) {
+	var st unix.Stat_t
+	err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	if errors.Is(err, unix.ENOENT) {
+		return manifest.Entry{}, false, nil
+	}
+	if err != nil {
+		return manifest.Entry{}, false, err
+	}
+	e := manifest.Entry{Type: manifest.Other, Mode: manifest.Mode(st.Mode & 0o7777), UID: int(st.Uid), GID: int(st.Gid)}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		e.Type = manifest.File
+	case unix.S_IFDIR:
+		e.Type = manifest.Directory
+	case unix.S_IFLNK:
+		e.Type = manifest.Symlink
+	}
+	return e, true, nil
 }
 
 // prepareDir makes a missing directory, or remembers an existing one's
@@ -223,7 +314,7 @@ func (t *txn) writeTemp(dfd int, w *txnWrite) (err error) {
 	}
 	f := os.NewFile(uintptr(fd), w.tmp)
 	defer func() { err = errors.Join(err, f.Close()) }()
-	if err := writeAll(f, e.Content, uint32(e.Mode), e.UID, e.GID); err != nil {
+	if err := writeContent(f, e.Content, uint32(e.Mode), e.UID, e.GID); err != nil {
 		return err
 	}
 	return setLabelFD(fd, w.label)
@@ -234,10 +325,8 @@ func (t *txn) writeTemp(dfd int, w *txnWrite) (err error) {
 // form, so both end as one inode.
 func (t *txn) linkTemp(dfd int, w *txnWrite) error {
 	target := clean(w.entry.Target)
-	for _, o := range t.writes {
-		if o.root == w.root && o.path == target && o.tmp != "" {
-			target = path.Join(path.Dir(target), o.tmp)
-		}
+	if o, ok := t.byKey[txnKey{w.root, target}]; ok && o.tmp != "" {
+		target = path.Join(path.Dir(target), o.tmp)
 	}
 	tdir, tname, err := split(target)
 	if err != nil {
@@ -258,7 +347,7 @@ func (t *txn) commit() error {
 				return err
 			}
 		}
-		if err := w.root.withDir(w.path, func(dfd int, name string) error { return t.commitOne(dfd, name, w) }); err != nil {
+		if err := t.inDir(w, func(dfd int, name string) error { return t.commitOne(dfd, name, w) }); err != nil {
 			return err
 		}
 	}
@@ -330,7 +419,7 @@ func (t *txn) rollback() error {
 		if w.tmp == "" && !w.created && !w.commited {
 			continue // never begun: its parent may not even exist
 		}
-		err := w.root.withDir(w.path, func(dfd int, name string) error { return t.undo(dfd, name, w) })
+		err := t.inDir(w, func(dfd int, name string) error { return t.undo(dfd, name, w) })
 		if err != nil {
 			w.state = StateUnknown
 			errs = append(errs, fmt.Errorf("restoring %s: %w", w.path, err))
@@ -372,15 +461,15 @@ func (t *txn) undo(dfd int, name string, w *txnWrite) error {
 	return nil
 }
 
-// finish deletes the old entries kept during the commit and syncs every
-// directory written.
+// finish deletes the old entries kept during the commit (run syncs the
+// filesystem after it).
 func (t *txn) finish() error {
 	var errs []error
 	for _, w := range t.writes {
-		err := w.root.withDir(w.path, func(dfd int, name string) error {
-			if w.backup == "" {
-				return nil
-			}
+		if w.backup == "" {
+			continue
+		}
+		err := t.inDir(w, func(dfd int, name string) error {
 			err := unix.Unlinkat(dfd, w.backup, 0)
 			w.backup = ""
 			return err
