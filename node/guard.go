@@ -61,6 +61,9 @@ type GuardReport struct {
 	// Written is how many owned paths were written, of Owned.
 	Written int `json:"written"`
 	Owned   int `json:"owned,omitempty"`
+	// Swept are the temporary entries of killed runs removed from the
+	// staged deployment (see SweepTemporaries), when it was not prepared.
+	Swept []string `json:"swept,omitempty"`
 	// Reason says why nothing was done; Error what failed.
 	Reason string `json:"reason,omitempty"`
 	Error  string `json:"error,omitempty"`
@@ -71,6 +74,14 @@ const GuardSchemaVersion = 1
 
 // Line is the report as one log line.
 func (r *GuardReport) Line() string {
+	line := r.line()
+	if len(r.Swept) > 0 {
+		line += fmt.Sprintf(" (removed %d temporary entries of a killed run)", len(r.Swept))
+	}
+	return line
+}
+
+func (r *GuardReport) line() string {
 	switch r.Action {
 	case GuardNothingStaged:
 		return "nothing staged: nothing to do"
@@ -90,8 +101,10 @@ func (r *GuardReport) Line() string {
 // that config as PrepareRevert does, so that the node boots it with every
 // MachineConfig path in place. It does nothing when nothing is staged, or
 // when the staged deployment is another image's (the daemon has not
-// stored the config of this transition). Every outcome but nothing staged
-// is written to GuardFile of the stateroot's /var.
+// stored the config of this transition). Whenever a deployment is staged
+// and was not prepared, it removes the temporary entries killed runs left
+// in it (SweepTemporaries). Every outcome but nothing staged is written to
+// GuardFile of the stateroot's /var.
 //
 // The error is the report's: nothing was written (or every write was
 // undone). ctx bounds the computation; once writes begin they finish.
@@ -121,6 +134,17 @@ func Guard(ctx context.Context, sysroot string, now func() time.Time) (*GuardRep
 	err = guardStaged(ctx, s, booted, staged, rep)
 	if err != nil {
 		rep.fail(err)
+	}
+	if rep.Action != GuardPrepared { // Prepare sweeps before it writes
+		swept, serr := SweepTemporaries(ctx, sysroot)
+		rep.Swept = swept
+		if serr != nil {
+			serr = fmt.Errorf("sweeping temporary entries: %w", serr)
+			err = errors.Join(err, serr)
+			if rep.Error == "" {
+				rep.Error = serr.Error()
+			}
+		}
 	}
 	if werr := writeGuardReport(s, booted, rep); werr != nil {
 		err = errors.Join(err, werr)

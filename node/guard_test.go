@@ -8,9 +8,12 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/mcbake/mcbake/internal/nodetest"
 	"github.com/mcbake/mcbake/internal/ostreetest"
@@ -115,12 +118,21 @@ func TestGuardOtherTransition(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			st, booted, staged := guardSetup(t, storedByDaemon(t, prepareMC, tc.osImageURL), tc.image)
 			before := roottest.Tree(t, staged.Dir)
+			// A killed run's temporary entry, which the guard sweeps
+			// though it prepares nothing.
+			const tmp = "etc/.kubelet.conf.mcbake-0123456789ab"
+			if err := os.WriteFile(filepath.Join(staged.Dir, tmp), []byte("half"), 0o600); err != nil {
+				t.Fatal(err)
+			}
 			rep, err := node.Guard(context.Background(), st.Sysroot, nil)
 			if err != nil || rep.Action != node.GuardOtherTransition || rep.Reason == "" {
 				t.Fatalf("Guard = %+v, %v; want another transition, with its reason", rep, err)
 			}
 			if after := roottest.Tree(t, staged.Dir); !maps.Equal(before, after) {
-				t.Errorf("the guard changed the staged deployment of another transition")
+				t.Errorf("the guard changed the staged deployment of another transition (or left %s): %v", tmp, cmp.Diff(before, after))
+			}
+			if want := []string{filepath.Join(staged.Dir, tmp)}; !slices.Equal(rep.Swept, want) {
+				t.Errorf("Guard swept %q, want %q", rep.Swept, want)
 			}
 			if got := readGuardReport(t, booted); got.Action != node.GuardOtherTransition {
 				t.Errorf("the report under /var = %+v", got)

@@ -214,7 +214,7 @@ func Prepare(ctx context.Context, s *Sysroot, booted, staged *Deployment, opts P
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("before writing: %w", context.Cause(ctx))
 	}
-	err = withWritable(s.Physical, func() error { return applyPrepare(staged, w, rec, opts) })
+	err = withWritable(s.Physical, func() error { return applyPrepare(ctx, staged, w, rec, opts) })
 	return rec, err
 }
 
@@ -521,7 +521,7 @@ func mcList(mcs []*machineconfig.MachineConfig) ([]byte, error) {
 // it is only written when they all are). When the transaction fails, the
 // record says where each path ended and goes under the stateroot's /var
 // only. It runs with the sysroot writable.
-func applyPrepare(staged *Deployment, p *prepared, rec *Record, opts PrepareOptions) error {
+func applyPrepare(ctx context.Context, staged *Deployment, p *prepared, rec *Record, opts PrepareOptions) error {
 	root, err := Open(staged.Dir)
 	if err != nil {
 		return err
@@ -536,7 +536,7 @@ func applyPrepare(staged *Deployment, p *prepared, rec *Record, opts PrepareOpti
 	if err != nil {
 		return fmt.Errorf("reading the staged deployment's SELinux policy: %w", err)
 	}
-	swept, err := sweepDeployment(context.Background(), root, varRoot)
+	swept, err := sweepDeployment(ctx, root, varRoot)
 	if err != nil {
 		return err
 	}
