@@ -3,7 +3,11 @@
 # scratch (no registry, no base image to pull). It holds:
 #   /usr/bin/mcbake        the main binary (cgo: with the glibc files it links,
 #                          and libisal.so.2 when it decodes gzip with ISA-L)
-#   /usr/bin/mcbake-node   the static node binary (make node)
+#   /usr/bin/mcbake-node   the static node binary (make node): a link to the
+#                          revert guard's copy below
+#   /usr/share/mcbake/guard   the revert guard's files as a tree (mcbake
+#                          guard-tree), for COPY --from=THIS_IMAGE
+#                          /usr/share/mcbake/guard/ / in a Containerfile
 #   /bin/sh and the usual tools: busybox-static
 #   /etc/ssl/certs/ca-certificates.crt   the build host's CA certificates
 #   /etc/containers/policy.json          a default signature policy (accept
@@ -40,7 +44,10 @@ trap cleanup EXIT
 # The tree, laid out here and copied in as one layer.
 mkdir -p "$root"/{bin,usr/bin,etc/ssl/certs,etc/containers/registries.d,tmp,var/tmp,var/cache/mcbake,root,workspace}
 chmod 1777 "$root/tmp" "$root/var/tmp"
-install -m 0755 "$bin/mcbake" "$bin/mcbake-node" "$root/usr/bin/"
+install -m 0755 "$bin/mcbake" "$root/usr/bin/"
+mkdir -p "$root/usr/share/mcbake"
+"$bin/mcbake" guard-tree --guard-binary "$bin/mcbake-node" -o "$root/usr/share/mcbake/guard" >/dev/null
+ln -s ../share/mcbake/guard/usr/libexec/mcbake/mcbake-node "$root/usr/bin/mcbake-node"
 install -m 0755 /bin/busybox "$root/bin/busybox"
 for applet in $(/bin/busybox --list); do
   [ -e "$root/bin/$applet" ] || ln -s busybox "$root/bin/$applet"

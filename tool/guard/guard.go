@@ -8,15 +8,19 @@
 package guard
 
 import (
+	"context"
 	"embed"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
+	"slices"
 
 	"github.com/opencontainers/go-digest"
 
+	"github.com/mcbake/mcbake/internal/atomicdir"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/render"
 )
@@ -87,4 +91,48 @@ func Entries(binary []byte) []render.Entry {
 		file(UnitPath, 0o644, Unit),
 		{Entry: manifest.Entry{Path: WantsPath, Type: manifest.Symlink, Mode: 0o777, Target: "../" + path.Base(UnitPath), Source: Source}},
 	}
+}
+
+// Tree are Entries with every parent directory (mode 0755, root's): the
+// guard's files as a tree to copy onto an image's root.
+func Tree(binary []byte) []render.Entry {
+	var out []render.Entry
+	have := map[string]bool{}
+	for _, e := range Entries(binary) {
+		var parents []render.Entry
+		for d := path.Dir(e.Path); d != "/" && !have[d]; d = path.Dir(d) {
+			have[d] = true
+			parents = append(parents, render.Entry{Entry: manifest.Entry{Path: d, Type: manifest.Directory, Mode: 0o755, Source: Source}})
+		}
+		slices.Reverse(parents)
+		out = append(append(out, parents...), e)
+	}
+	return out
+}
+
+// WriteTree writes Tree(binary) under dir, for `COPY dir/ /` in a
+// Containerfile (mcbake's own image holds it at ToolImageDir). The tree is
+// made aside and renamed in; dir must be absent, empty, or an earlier
+// guard tree. Owners are root's when chown is set (as root).
+func WriteTree(ctx context.Context, dir string, binary []byte, chown bool) (err error) {
+	if err := atomicdir.CheckReplaceable(dir, "guard tree", "usr"); err != nil {
+		return err
+	}
+	tmpDir, err := atomicdir.MkdirTemp(filepath.Dir(filepath.Clean(dir)), "."+filepath.Base(dir)+".tmp-")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, tmpDir.RemoveAll())
+		}
+		tmpDir.Release()
+	}()
+	if err := render.WriteEntriesContext(ctx, tmpDir.Path, Tree(binary), chown); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmpDir.Path, 0o755); err != nil {
+		return err
+	}
+	return atomicdir.Replace(tmpDir.Path, dir)
 }

@@ -1,18 +1,24 @@
 package containerimage
 
 import (
+	"bytes"
 	"encoding/json"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/mcbake/mcbake/internal/ostreetest"
 	"github.com/mcbake/mcbake/internal/testbase"
+	"github.com/mcbake/mcbake/manifest"
+	"github.com/mcbake/mcbake/tool/guard"
 	"github.com/mcbake/mcbake/tool/internal/registrytest"
 )
 
@@ -99,6 +105,7 @@ func TestTaskRunsInTheImage(t *testing.T) {
 	if _, err := testbase.Write(baseDir, testbase.Options{}); err != nil {
 		t.Fatal(err)
 	}
+	t.Run("the revert guard COPY --from the image", func(t *testing.T) { w.testGuardCopy(t, baseDir) })
 	reg.Push(t, "oci:"+baseDir+":latest", "os/base:4.18")
 
 	source, results, dockerconfig := w.mkdir("source"), w.mkdir("results"), w.mkdir("dockerconfig")
@@ -316,4 +323,118 @@ func mustRead(t *testing.T, name string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// guardDoc is the page whose Containerfile adds the guard to an image
+// built by others; the test runs its lines as they are written there.
+const guardDoc = repoRoot + "/docs/node.md"
+
+// docContainerfile returns the dockerfile block of guardDoc that follows
+// the marker comment naming this test.
+func docContainerfile(t *testing.T) string {
+	t.Helper()
+	doc := string(mustRead(t, guardDoc))
+	_, after, ok := strings.Cut(doc, "<!-- tested by tool/internal/containerimage: guard Containerfile -->")
+	if !ok {
+		t.Fatalf("%s: no guard Containerfile marker", guardDoc)
+	}
+	_, block, ok := strings.Cut(after, "```dockerfile\n")
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 || !strings.Contains(block, "MCBAKE_IMAGE") {
+		t.Fatalf("%s: the guard Containerfile block is not there after the marker", guardDoc)
+	}
+	return block
+}
+
+// testGuardCopy builds docs/node.md's Containerfile with buildah on a base
+// mcbake did not build, COPY --from the tool image, and checks the
+// result: the guard's files as mcbake build bakes them, the unit enabled
+// from /usr (systemctl --root), the base's directories unchanged, and
+// mcbake verify finds the guard (no MCB025).
+func (w *world) testGuardCopy(t *testing.T, baseDir string) {
+	// The base into the test's store, named (buildah pull of an oci:
+	// reference names it after the directory, which may not be a name).
+	const baseName = "localhost/guard-base:latest"
+	pulled := exec.Command("skopeo", "copy", "--quiet", "oci:"+baseDir+":latest", "containers-storage:"+baseName)
+	pulled.Env = w.env
+	if out, err := pulled.CombinedOutput(); err != nil {
+		t.Fatalf("skopeo copy the base into the store: %v\n%s", err, out)
+	}
+	cf := strings.NewReplacer("BASE_IMAGE", baseName, "MCBAKE_IMAGE", w.image).Replace(docContainerfile(t))
+	ctxDir := w.mkdir("guard-context")
+	writeFile(t, filepath.Join(ctxDir, "Containerfile"), cf)
+	bud := exec.Command("buildah", "bud", "--quiet", "--pull-never", "--isolation", "chroot", "--timestamp", "0",
+		"-f", filepath.Join(ctxDir, "Containerfile"), "-t", "localhost/guarded:latest", ctxDir)
+	bud.Env = w.env
+	if out, err := bud.CombinedOutput(); err != nil {
+		t.Fatalf("buildah bud of docs/node.md's Containerfile:\n%s\n%v\n%s", cf, err, out)
+	}
+	layout := filepath.Join(w.dir, "guarded")
+	push := exec.Command("buildah", "push", "--quiet", "localhost/guarded:latest", "oci:"+layout+":latest")
+	push.Env = w.env
+	if out, err := push.CombinedOutput(); err != nil {
+		t.Fatalf("buildah push: %v\n%s", err, out)
+	}
+	root := filepath.Join(w.dir, "guarded-rootfs")
+	ostreetest.Unpack(t, layout, "latest", root)
+	baseRoot := filepath.Join(w.dir, "base-rootfs")
+	ostreetest.Unpack(t, baseDir, "latest", baseRoot)
+
+	node := mustRead(t, filepath.Join(w.dir, "bin", "mcbake-node"))
+	for _, e := range guard.Tree(node) {
+		p := filepath.Join(root, e.Path)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Errorf("the guarded image lacks %s: %v", e.Path, err)
+			continue
+		}
+		if bfi, err := os.Lstat(filepath.Join(baseRoot, e.Path)); err == nil {
+			if bfi.Mode() != fi.Mode() {
+				t.Errorf("%s: the COPY changed the base's mode %v to %v", e.Path, bfi.Mode(), fi.Mode())
+			}
+			continue
+		}
+		switch e.Type {
+		case manifest.File:
+			if b, err := os.ReadFile(p); err != nil || !bytes.Equal(b, e.Content) || fi.Mode().Perm() != fs.FileMode(e.Mode) {
+				t.Errorf("%s in the guarded image: mode %v, %v; want mcbake build's (mode %o)", e.Path, fi.Mode(), err, e.Mode)
+			}
+		case manifest.Symlink:
+			if target, err := os.Readlink(p); err != nil || target != e.Target {
+				t.Errorf("%s in the guarded image -> %q, %v; want -> %s", e.Path, target, err, e.Target)
+			}
+		case manifest.Directory:
+			if !fi.IsDir() || fi.Mode().Perm() != 0o755 {
+				t.Errorf("%s in the guarded image: %v, want a directory 0755", e.Path, fi.Mode())
+			}
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 || st.Gid != 0 {
+			t.Errorf("%s in the guarded image is owned by %d:%d, want root's", e.Path, st.Uid, st.Gid)
+		}
+	}
+	if got, _ := exec.Command("systemctl", "--root="+root, "is-enabled", guard.UnitName).CombinedOutput(); strings.TrimSpace(string(got)) != "static" {
+		t.Errorf("systemctl --root is-enabled %s in the guarded image = %q, want static (enabled from /usr)", guard.UnitName, got)
+	}
+	verify := exec.Command(filepath.Join(w.dir, "bin", "mcbake"), "verify", "--base", "oci:"+baseDir+":latest",
+		"--image", "oci:"+layout+":latest", "-f", workerMC, "--format", "json", "--fail-on", "never")
+	out, err := verify.Output()
+	if err != nil {
+		t.Fatalf("mcbake verify --image the guarded image: %v\n%s", err, out)
+	}
+	var rep struct {
+		Findings []struct {
+			Rule string `json:"rule"`
+		} `json:"findings"`
+		NotRun []struct {
+			Rule string `json:"rule"`
+		} `json:"notRun"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("verify's JSON: %v", err)
+	}
+	for _, f := range append(rep.Findings, rep.NotRun...) {
+		if f.Rule == "MCB025" {
+			t.Errorf("mcbake verify reports MCB025 (no revert guard) or skips it on the guarded image: %s", out)
+		}
+	}
 }
