@@ -144,6 +144,9 @@ if [ "${BENCH_PLAIN:-1}" = 1 ]; then
   rss_cold_build=$(rm -rf "$B/cache-cold"; measure $(build_cmd "$base" "oci:$B/out-cold:latest" "$B/cache-cold") | cut -d' ' -f2)
   $(build_cmd "$base" "oci:$B/out-warm:latest" "$B/cache-warm") >/dev/null
   t_warm=$(median_fine $(build_cmd "$base" "oci:$B/out-warm:latest" "$B/cache-warm"))
+  # The revert guard's cost on the warm path: the same build without it.
+  $(build_cmd "$base" "oci:$B/out-noguard:latest" "$B/cache-warm" --no-revert-guard) >/dev/null
+  t_warm_noguard=$(median_fine $(build_cmd "$base" "oci:$B/out-noguard:latest" "$B/cache-warm" --no-revert-guard))
   t_cold_diff=$(median bash -c "$(cold "$B/cache-diff" "$(diff_cmd "$base" "oci:$B/out-warm:latest" "$B/cache-diff")")")
   rss_cold_diff=$(rm -rf "$B/cache-diff"; measure $(diff_cmd "$base" "oci:$B/out-warm:latest" "$B/cache-diff") | cut -d' ' -f2)
   t_warm_diff=$(median_fine $(diff_cmd "$base" "oci:$B/out-warm:latest" "$B/cache-warm"))
@@ -248,6 +251,7 @@ RHCOS-like base: $SIZE / $FILES files / $LAYERS layers
   decompress base layers (gzip -dc) ${t_gzip}s      [anchor]
   mcbake build, cold cache          ${t_cold}s      $(ratio "$t_cold" "$t_gzip")x decompression   (target <= 1.3x)   peak RSS $(mb "$rss_cold_build") MB
   mcbake build, warm cache          ${t_warm}s      $(ms "$t_warm") ms              (target <= 100 ms)
+    ... --no-revert-guard           ${t_warm_noguard}s      $(ms "$t_warm_noguard") ms: the guard (a 12 MB binary in the layer) costs $(awk -v a="$t_warm" -v b="$t_warm_noguard" 'BEGIN { printf "%.0f", (a - b) * 1000 }') ms
   buildah CLI from/copy/commit      $(buildah_line "$t_buildah" "$t_cold" "$t_warm") (target >= 20x)
   mcbake diff, cold cache           ${t_cold_diff}s      $(ratio "$t_cold_diff" "$t_gzip")x decompression   (target <= 1.3x)   peak RSS $(mb "$rss_cold_diff") MB (target <= 200 MB)
   mcbake diff, warm cache           ${t_warm_diff}s      $(ms "$t_warm_diff") ms              (target <= 100 ms)
