@@ -16,7 +16,7 @@ import (
 	"github.com/mcbake/mcbake/manifest"
 )
 
-// Size limits of what a Dir reads (see "Limits" in README.md).
+// Size limits of what a Dir reads (see docs/limits.md).
 const (
 	// MaxReadFile bounds ReadFile: the files a rendering parses (passwd,
 	// group, presets, unit files) are a few KiB on real systems.

@@ -6,7 +6,7 @@ import (
 	"github.com/mcbake/mcbake/render"
 )
 
-// Limits on the contents an index keeps (see "Limits" in README.md).
+// Limits on the contents an index keeps (see docs/limits.md).
 const (
 	// maxUnitSize is the size above which a unit file's content is not kept.
 	maxUnitSize = 64 << 10

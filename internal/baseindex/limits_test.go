@@ -20,7 +20,7 @@ import (
 
 // TestLimits: what a hostile layer makes the index keep or read is
 // refused while it is read, in every form a layer is read from, with an
-// error naming the limit (see "Limits" in README.md).
+// error naming the limit (see docs/limits.md).
 func TestLimits(t *testing.T) {
 	long := strings.Repeat("d/", 2100) + "x" // 4202 bytes as /d/d/.../x
 	unit := "[Unit]\n" + strings.Repeat("#", 60<<10)

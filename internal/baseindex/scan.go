@@ -723,7 +723,7 @@ func checkTarget(target string) error {
 }
 
 // limitError is a refusal of what a layer would make the index keep
-// (see "Limits" in README.md), as opposed to a damaged layer.
+// (see docs/limits.md), as opposed to a damaged layer.
 type limitError struct{ error }
 
 func (e limitError) Unwrap() error { return e.error }

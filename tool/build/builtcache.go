@@ -38,7 +38,7 @@ type builtCache struct {
 const builtCacheSchema = "mcbake-built-layer-v1"
 
 // builtTempPrefix is the prefix of the cache's temporary files, the
-// base index cache's (README: Faults).
+// base index cache's (docs/limits.md, "Faults").
 const builtTempPrefix = ".mcbake-cache-"
 
 // compressModule is the version and checksum of the compression module

@@ -148,7 +148,7 @@ func regular(n int, name func(int) string, content []byte) func(*tar.Writer) err
 // TestHostileBases: a base image built to blow up memory or time, or
 // that lies about itself, fails the build within seconds with one clear
 // line, exit 2, peak memory under 300 MB, and no output written (see
-// "Limits" in README.md).
+// docs/limits.md).
 func TestHostileBases(t *testing.T) {
 	long := func(c byte, n int) func(int) string {
 		return func(i int) string { return fmt.Sprintf("%s/%d", strings.Repeat(string(c), n), i) }
