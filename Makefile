@@ -90,9 +90,10 @@ image: build node
 	./hack/image.sh
 
 # man: one page per command in man/ (mcbake.1, mcbake-build.1, ...), from
-# the same text as --help; dated SOURCE_DATE_EPOCH (default: the epoch).
+# the same text as --help; dated SOURCE_DATE_EPOCH (default: the last
+# commit's time).
 man: build
-	./bin/mcbake man man
+	SOURCE_DATE_EPOCH=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || echo 0)} ./bin/mcbake man man
 
 clean:
 	rm -rf bin man $(DEMO) _bench

@@ -112,7 +112,7 @@ containers-storage:NAME or docker://REF.`,
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: Containerfile and build context written\n", opts.Output)
 				return printSummary(cmd.ErrOrStderr(), opts.Output, p.Manifest)
 			}
-			digestOut, err := openOutput("--digestfile", digestFile)
+			digestOut, err := openOutput("--digestfile", digestFile, cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}

@@ -400,6 +400,14 @@ func TestDiffPlanRewriteOnDisk(t *testing.T) {
 	if code, _, stderr := e.run(append([]string{"plan", "--quiet", "--base", e.base, "--image", img, "-o", plan}, e.imageArgs()...)...); code != 0 {
 		t.Fatalf("plan: exit %d: %s", code, stderr)
 	}
+	// -o - is stdout: the plan, byte for byte, and the summary on stderr.
+	code, stdout, stderr := e.run(append([]string{"plan", "--quiet", "--base", e.base, "--image", img, "-o", "-"}, e.imageArgs()...)...)
+	if want, err := os.ReadFile(plan); err != nil || code != 0 || stdout != string(want) || !strings.Contains(stderr, "path(s) to rewrite") {
+		t.Errorf("plan -o -: exit %d, stdout %d bytes (want the plan's %d), stderr %q", code, len(stdout), len(want), stderr)
+	}
+	if _, err := os.Lstat("-"); err == nil {
+		t.Errorf("plan -o - wrote a file named -")
+	}
 	root := filepath.Join(e.dir, "node")
 	unpacked, err := testbase.Unpack(filepath.Join(e.dir, "base"))
 	if err != nil {

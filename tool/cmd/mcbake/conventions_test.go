@@ -27,8 +27,11 @@ func TestEveryCommandHasAnExample(t *testing.T) {
 }
 
 // TestManPages: `mcbake man DIR` (make man) writes a page for every
-// command, each with its examples, and the same pages on a second run.
+// command, each titled after it, dated SOURCE_DATE_EPOCH, with its
+// examples, exit status, environment and the containers pages in SEE
+// ALSO, and the same pages on a second run.
 func TestManPages(t *testing.T) {
+	t.Setenv("SOURCE_DATE_EPOCH", "1764892800") // 2025-12-05
 	e := newEnv(t)
 	dir := filepath.Join(e.dir, "man")
 	if code, _, stderr := e.run("man", dir); code != 0 {
@@ -42,6 +45,15 @@ func TestManPages(t *testing.T) {
 		}
 		if page != "mcbake.1" && !strings.Contains(string(b), ".SH EXAMPLE") {
 			t.Errorf("%s has no EXAMPLE section", page)
+		}
+		title := strings.ToUpper(strings.TrimSuffix(page, ".1"))
+		if !strings.Contains(string(b), `.TH "`+title+`" "1"`) || strings.Contains(string(b), "1970") {
+			t.Errorf("%s: not titled %s, or dated 1970 (SOURCE_DATE_EPOCH is set):\n%.200s", page, title, b)
+		}
+		for _, sec := range []string{".SH EXIT STATUS", ".SH ENVIRONMENT", ".SH SEE ALSO", "containers\\-auth.json"} {
+			if !strings.Contains(string(b), sec) {
+				t.Errorf("%s has no %s", page, sec)
+			}
 		}
 	}
 	first, _ := os.ReadFile(filepath.Join(dir, "mcbake-build.1"))
@@ -114,5 +126,14 @@ func TestDiffExitCode(t *testing.T) {
 	args := append([]string{"diff", "--quiet", "--base", e.base, "--image", clobbers}, e.imageArgs()...)
 	if code, _, _ := e.run(args...); code != exitOK {
 		t.Errorf("diff without --exit-code: exit %d, want 0", code)
+	}
+}
+
+// TestVersionFlag: --version prints the version, as `version` does first.
+func TestVersionFlag(t *testing.T) {
+	e := newEnv(t)
+	code, out, stderr := e.run("--version")
+	if code != 0 || out != "mcbake "+version+"\n" {
+		t.Errorf("--version: exit %d, %q (stderr %q); want mcbake %s", code, out, stderr, version)
 	}
 }

@@ -140,15 +140,19 @@ func newPlanCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := writeFileAtomic("-o", out, b); err != nil {
+			if err := writeFileAtomic("-o", out, b, cmd.OutOrStdout()); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d path(s) to rewrite, %d lost (outside /etc)\n", out, len(p.Rewrite), len(p.Lost))
+			summary := cmd.OutOrStdout()
+			if out == "-" { // stdout holds the plan
+				summary = cmd.ErrOrStderr()
+			}
+			fmt.Fprintf(summary, "%s: %d path(s) to rewrite, %d lost (outside /etc)\n", out, len(p.Rewrite), len(p.Lost))
 			return nil
 		},
 	}
 	f.register(cmd, false)
-	cmd.Flags().StringVarP(&out, "output", "o", "", "plan file to write")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "plan file to write (- for stdout)")
 	_ = cmd.MarkFlagRequired("image")
 	_ = cmd.MarkFlagRequired("output")
 	return cmd

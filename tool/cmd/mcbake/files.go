@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"strings"
@@ -11,9 +12,10 @@ import (
 )
 
 // writeFileAtomic writes b to path, given with flag, through a temporary
-// file and a rename; an error names the flag and the path.
-func writeFileAtomic(flag, path string, b []byte) error {
-	o, err := openOutput(flag, path)
+// file and a rename, or to stdout when path is "-"; an error names the
+// flag and the path.
+func writeFileAtomic(flag, path string, b []byte, stdout io.Writer) error {
+	o, err := openOutput(flag, path, stdout)
 	if err != nil {
 		return err
 	}
@@ -49,13 +51,17 @@ func flagged(flag, path string) string {
 type outputFile struct {
 	flag, path string
 	pending    *renameio.PendingFile
+	stdout     io.Writer // for path "-"
 }
 
 // openOutput opens the output file path given with flag ("" is none: a
-// nil outputFile, whose methods do nothing).
-func openOutput(flag, path string) (*outputFile, error) {
+// nil outputFile, whose methods do nothing; "-" is stdout).
+func openOutput(flag, path string, stdout io.Writer) (*outputFile, error) {
 	if path == "" {
 		return nil, nil
+	}
+	if path == "-" {
+		return &outputFile{flag: flag, path: path, stdout: stdout}, nil
 	}
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		return nil, fmt.Errorf("%s: is a directory", flagged(flag, path))
@@ -72,6 +78,12 @@ func (o *outputFile) commit(b []byte) error {
 	if o == nil {
 		return nil
 	}
+	if o.stdout != nil {
+		if _, err := o.stdout.Write(b); err != nil {
+			return fmt.Errorf("%s: writing to stdout: %w", flagged(o.flag, o.path), err)
+		}
+		return nil
+	}
 	if _, err := o.pending.Write(b); err != nil {
 		return pathError(o.flag, o.path, err)
 	}
@@ -83,7 +95,7 @@ func (o *outputFile) commit(b []byte) error {
 
 // discard removes the temporary file when it was not committed.
 func (o *outputFile) discard() {
-	if o != nil {
+	if o != nil && o.pending != nil {
 		_ = o.pending.Cleanup()
 	}
 }

@@ -22,6 +22,7 @@ func newRootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "mcbake",
 		Short:         "Bake MachineConfigs into layered OS images and predict what a revert clobbers",
+		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -32,6 +33,7 @@ func newRootCommand() *cobra.Command {
 	_ = root.RegisterFlagCompletionFunc("log-level", cobra.FixedCompletions([]string{"debug", "info", "warn", "error"}, cobra.ShellCompDirectiveNoFileComp))
 	root.AddCommand(newVersionCommand(), newRenderCommand(), newBuildCommand(), newManifestCommand(), newDiffCommand(), newPlanCommand(), cli.RewriteCommand(), cli.OnDiskCommand(), cli.NodeCommand(), newVerifyCommand(), newGuardTreeCommand())
 	root.AddCommand(newManCommand(root))
+	root.SetVersionTemplate("mcbake {{.Version}}\n")
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {
 		if c.Name() == "completion" {

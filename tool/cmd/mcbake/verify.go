@@ -118,7 +118,7 @@ func writeReports(cmd *cobra.Command, r *verify.Report, outs []Output) error {
 			return err
 		}
 		if o.File != "" {
-			err = writeFileAtomic(o.Flag, o.File, b)
+			err = writeFileAtomic(o.Flag, o.File, b, stdout)
 		} else {
 			_, err = stdout.Write(b)
 		}
