@@ -60,6 +60,12 @@ type LoadOptions struct {
 	// the next time (under CacheDir/ignition). Failing to write there
 	// only costs time.
 	CacheDir string
+	// Skipped, when set, is told of every object of another kind (a
+	// KubeletConfig, a MachineConfigPool, ...; Reason ReasonOtherKind) in
+	// a file found in a directory, which is skipped: a GitOps directory
+	// holds them beside MachineConfigs. In a file named itself (or
+	// stdin) such an object is an error.
+	Skipped func(*FieldError)
 }
 
 // LoadWith is Load with options.
@@ -74,6 +80,9 @@ func LoadWith(paths []string, stdin io.Reader, o LoadOptions) ([]*MachineConfig,
 	for _, src := range srcs {
 		got, err := parseStream(src.Name, src.Data, cache)
 		mcs = append(mcs, got...)
+		if src.InDirectory {
+			err = SkipOtherKinds(err, o.Skipped)
+		}
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -99,10 +108,31 @@ func LoadWith(paths []string, stdin io.Reader, o LoadOptions) ([]*MachineConfig,
 }
 
 // Input is one input file as read: Name is its path ("<stdin>" for
-// standard input).
+// standard input); InDirectory says it was found in a directory given.
 type Input struct {
-	Name string
-	Data []byte
+	Name        string
+	Data        []byte
+	InDirectory bool
+}
+
+// SkipOtherKinds returns err without its FieldErrors of ReasonOtherKind,
+// telling skipped (when set) of each.
+func SkipOtherKinds(err error, skipped func(*FieldError)) error {
+	if err == nil {
+		return nil
+	}
+	var kept []error
+	for _, e := range flatten(err) {
+		var fe *FieldError
+		if errors.As(e, &fe) && fe.Reason == ReasonOtherKind {
+			if skipped != nil {
+				skipped(fe)
+			}
+			continue
+		}
+		kept = append(kept, e)
+	}
+	return errors.Join(kept...)
 }
 
 // ReadInputs reads the files the paths name: files as they are,
@@ -118,7 +148,8 @@ func ReadInputs(paths []string, stdin io.Reader) ([]Input, error) {
 	var errs []error
 	total := 0
 	for _, f := range files {
-		src, err := readSource(f, stdin, MaxInput-total)
+		src, err := readSource(f.name, stdin, MaxInput-total)
+		src.InDirectory = f.inDir
 		if err != nil {
 			errs = append(errs, err)
 			if errors.Is(err, errTooLarge) {
@@ -132,14 +163,20 @@ func ReadInputs(paths []string, stdin io.Reader) ([]Input, error) {
 	return srcs, errors.Join(errs...)
 }
 
-func expand(paths []string) ([]string, error) {
+// inputFile is a file to read, and whether a directory given held it.
+type inputFile struct {
+	name  string
+	inDir bool
+}
+
+func expand(paths []string) ([]inputFile, error) {
 	if len(paths) == 0 {
 		return nil, errors.New("no MachineConfig given (a file, a directory, or - for stdin)")
 	}
-	var files []string
+	var files []inputFile
 	for _, p := range paths {
 		if p == Stdin {
-			files = append(files, p)
+			files = append(files, inputFile{name: p})
 			continue
 		}
 		fi, err := os.Stat(p)
@@ -147,7 +184,7 @@ func expand(paths []string) ([]string, error) {
 			return nil, err
 		}
 		if !fi.IsDir() {
-			files = append(files, p)
+			files = append(files, inputFile{name: p})
 			continue
 		}
 		found, err := configFiles(p)
@@ -157,7 +194,9 @@ func expand(paths []string) ([]string, error) {
 		if len(found) == 0 {
 			return nil, fmt.Errorf("%s: no *.yaml, *.yml, *.json or *.bu file in directory", p)
 		}
-		files = append(files, found...)
+		for _, f := range found {
+			files = append(files, inputFile{name: f, inDir: true})
+		}
 	}
 	return files, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -776,5 +777,37 @@ func TestLoadNoKind(t *testing.T) {
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("Parse(%s): %v, want %s", tc.doc, err, tc.want)
 		}
+	}
+}
+
+// TestLoadDirectorySkipsOtherKinds: a GitOps directory holds
+// KubeletConfigs and MachineConfigPools beside the MachineConfigs: they
+// are skipped, each told to Skipped with its kind; named as a file, one is
+// an error.
+func TestLoadDirectorySkipsOtherKinds(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"a.json":  mcJSON("00-a", ign("3.5.0", "")),
+		"kc.yaml": "apiVersion: machineconfiguration.openshift.io/v1\nkind: KubeletConfig\nmetadata:\n  name: kc\nspec:\n  kubeletConfig: {maxPods: 500}\n",
+		"pools.yaml": "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfigPool\nmetadata:\n  name: infra\n---\n" +
+			"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n",
+	})
+	var skipped []string
+	mcs, err := LoadWith([]string{dir}, nil, LoadOptions{Skipped: func(fe *FieldError) {
+		skipped = append(skipped, filepath.Base(fe.File)+" "+fe.MachineConfig+" "+fe.Kind)
+	}})
+	if err != nil || len(mcs) != 1 || mcs[0].Name != "00-a" {
+		t.Fatalf("LoadWith(dir) = %v, %v; want 00-a", mcs, err)
+	}
+	if want := []string{"kc.yaml kc KubeletConfig", "pools.yaml infra MachineConfigPool", "pools.yaml cm ConfigMap"}; !slices.Equal(skipped, want) {
+		t.Errorf("skipped %q, want %q", skipped, want)
+	}
+	_, err = LoadWith([]string{filepath.Join(dir, "a.json"), filepath.Join(dir, "kc.yaml")}, nil, LoadOptions{Skipped: func(*FieldError) { t.Error("a file given is skipped") }})
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Reason != ReasonOtherKind || !strings.Contains(err.Error(), `kind "KubeletConfig" is not MachineConfig`) {
+		t.Errorf("LoadWith(kc.yaml as a file) = %v, want the other-kind error", err)
+	}
+	if hint := OtherKindHint("MachineConfigPool"); !strings.Contains(hint, "--pool") {
+		t.Errorf("OtherKindHint(MachineConfigPool) = %q", hint)
 	}
 }

@@ -94,6 +94,8 @@ type FieldError struct {
 	// Reason classifies the problem, for callers that branch on it.
 	Reason Reason
 	Msg    string
+	// Kind is the object's kind, for ReasonOtherKind.
+	Kind string
 }
 
 // Reason classifies a FieldError, so that callers (the verify rules)
@@ -117,7 +119,25 @@ const (
 	ReasonRender Reason = "render"
 	// ReasonUnused: a field nothing reads (MachineConfig.Warnings).
 	ReasonUnused Reason = "unused"
+	// ReasonOtherKind: the object is of another kind (a KubeletConfig, a
+	// MachineConfigPool, a ConfigMap); in a directory's files it is
+	// skipped (LoadOptions.Skipped).
+	ReasonOtherKind Reason = "other-kind"
 )
+
+// OtherKindHint says what to pass instead of an object of kind, which
+// mcbake does not read.
+func OtherKindHint(kind string) string {
+	switch kind {
+	case "KubeletConfig", "ContainerRuntimeConfig", "ControllerConfig":
+		return "the MCO renders it into the pool's rendered MachineConfig: pass that, oc get mc rendered-POOL-…"
+	case "MachineConfigPool":
+		return "name the pool with --pool"
+	case "MachineOSConfig", "MachineOSBuild":
+		return "on-cluster layering's objects: pass the MachineConfigs the pool renders"
+	}
+	return "mcbake reads MachineConfigs only"
+}
 
 func (e *FieldError) Error() string {
 	return fmt.Sprintf("%s: %s: %s: %s", e.File, e.MachineConfig, e.Field, e.Msg)
@@ -140,6 +160,9 @@ func parseObject(file string, raw json.RawMessage, cache validCache) (*MachineCo
 	case obj.Kind == Kind, storedByDaemon(obj, top):
 	case obj.Kind == "" && top["ignition"] != nil:
 		return nil, ferr("kind", "this is an Ignition config, not a MachineConfig: put it in a MachineConfig's spec.config")
+	case obj.Kind != "":
+		return nil, &FieldError{File: file, MachineConfig: orUnnamed(name), Field: "kind", Reason: ReasonOtherKind,
+			Msg: fmt.Sprintf("kind %q is not %s (or a List of them)", obj.Kind, Kind), Kind: obj.Kind}
 	default:
 		return nil, ferr("kind", fmt.Sprintf("kind %q is not %s (or a List of them)", obj.Kind, Kind))
 	}

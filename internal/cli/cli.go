@@ -120,13 +120,23 @@ func Pool(cmd *cobra.Command) string {
 	return p
 }
 
+// SkippedPrinter prints, on the command's stderr, one line for each
+// object of another kind skipped in a directory (LoadOptions.Skipped).
+func SkippedPrinter(cmd *cobra.Command) func(*machineconfig.FieldError) {
+	w := cmd.ErrOrStderr()
+	return func(fe *machineconfig.FieldError) {
+		fmt.Fprintf(w, "mcbake: skipping %s: %s is a %s, not a MachineConfig (%s)\n", fe.File, fe.MachineConfig, fe.Kind, machineconfig.OtherKindHint(fe.Kind))
+	}
+}
+
 // LoadMachineConfigs loads the MachineConfigs the files name for the pool
-// --pool names (see machineconfig.LoadForPool).
+// --pool names (see machineconfig.LoadForPool); objects of other kinds in
+// a directory are skipped with a line on stderr.
 // cacheDir, when set, is mcbake's cache directory: Ignition configs that
 // parsed cleanly are remembered there (machineconfig.LoadOptions).
 // Fields nothing reads (a misspelt key) are logged as warnings.
 func LoadMachineConfigs(cmd *cobra.Command, files []string, cacheDir string) ([]*machineconfig.MachineConfig, error) {
-	mcs, err := machineconfig.LoadWith(files, cmd.InOrStdin(), machineconfig.LoadOptions{Pool: Pool(cmd), CacheDir: cacheDir})
+	mcs, err := machineconfig.LoadWith(files, cmd.InOrStdin(), machineconfig.LoadOptions{Pool: Pool(cmd), CacheDir: cacheDir, Skipped: SkippedPrinter(cmd)})
 	for _, mc := range mcs {
 		for _, w := range mc.Warnings {
 			slog.Warn(w.Error(), "rule", "MCB023")

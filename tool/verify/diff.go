@@ -30,6 +30,9 @@ type DiffOptions struct {
 	// which adds its own metadata).
 	MachineConfigs []string
 	Stdin          io.Reader
+	// Skipped is told of the objects of other kinds skipped in a
+	// directory (machineconfig.LoadOptions.Skipped).
+	Skipped func(*machineconfig.FieldError)
 	// Pool is the MachineConfigPool they are merged for ("" = inferred
 	// from their role labels, see machineconfig.ForPool).
 	Pool   string
@@ -134,7 +137,7 @@ func warnOtherMachineConfigs(m *manifest.Manifest, o DiffOptions) error {
 // load reads the MachineConfigs given, for the pool, remembering the
 // Ignition configs that parse cleanly in the cache directory.
 func (o DiffOptions) load() ([]*machineconfig.MachineConfig, error) {
-	return machineconfig.LoadWith(o.MachineConfigs, o.Stdin, machineconfig.LoadOptions{Pool: o.Pool, CacheDir: o.CacheDir})
+	return machineconfig.LoadWith(o.MachineConfigs, o.Stdin, machineconfig.LoadOptions{Pool: o.Pool, CacheDir: o.CacheDir, Skipped: o.Skipped})
 }
 
 func (o DiffOptions) baseOptions() image.BaseOptions {

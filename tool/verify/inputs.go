@@ -25,8 +25,9 @@ type loaded struct {
 // too) instead of failing on them. Anything else wrong with the input
 // (unreadable file, YAML syntax, duplicate names, roles no pool merges
 // when none is given, nothing found) is an error; with a pool given,
-// MachineConfigs it does not merge are refusals (MCB001).
-func load(paths []string, stdin io.Reader, pool string) (*loaded, error) {
+// MachineConfigs it does not merge are refusals (MCB001). Objects of other
+// kinds in a directory's files are skipped (skipped is told of them).
+func load(paths []string, stdin io.Reader, pool string, skipped func(*machineconfig.FieldError)) (*loaded, error) {
 	srcs, err := machineconfig.ReadInputs(paths, stdin)
 	if err != nil {
 		return nil, err
@@ -35,6 +36,9 @@ func load(paths []string, stdin io.Reader, pool string) (*loaded, error) {
 	var errs []error
 	for _, src := range srcs {
 		mcs, err := machineconfig.Parse(src.Name, src.Data)
+		if src.InDirectory {
+			err = machineconfig.SkipOtherKinds(err, skipped)
+		}
 		l.mcs = append(l.mcs, mcs...)
 		errs = append(errs, l.sortErrors(err)...)
 	}

@@ -115,12 +115,13 @@ var rules = []Rule{
 			"(without --base, through the RHCOS symlinks /usr/local, /opt, /home, /root, /srv and /mnt into /var): under /usr, or another path that ostree replaces on every deployment. " +
 			"A revert to the base replaces it with the base's version or removes it, and a node cannot rewrite it afterwards because /usr is read-only.",
 		Fix: "Move configuration to /etc, programs to /usr/local (backed by /var on RHCOS), or ship the content in a package or in the base image."},
-	{ID: RuleVarContent, Name: "var-content", Severity: Warning,
+	{ID: RuleVarContent, Name: "var-content", Severity: Info,
 		Summary: "content under /var (or RHCOS's /var-backed paths) never reaches an existing node from the image",
 		Description: "A file, directory or link lands under /var, directly or through the RHCOS /var-backed paths (/usr/local, /opt, /home, /root, /srv, /mnt; with --base, through the base's own symlinks). " +
 			"ostree applies an image's /var only when a node is first provisioned: the baked copy never reaches an existing node, and a revert never removes it. " +
 			"The machine-config-daemon still writes the path when it applies the MachineConfig, so existing nodes get it from the daemon, not from the image. " +
-			"core's SSH keys (under /home/core) are not reported: the daemon writes them on every update by design.",
+			"core's SSH keys (under /home/core) are not reported: the daemon writes them on every update by design. " +
+			"It is information by default, since every node still gets the content (the MCO's own rendered configs have scripts under /usr/local/bin); --severity MCB004=warning makes it a warning.",
 		Fix: "Rely on the daemon, not the image, for this content; move configuration the image must carry to /etc; create runtime state with systemd-tmpfiles or a unit."},
 	{ID: RuleDroppedContent, Name: "dropped-content", Severity: Error,
 		Summary: "content under /run, /tmp, /proc, /sys or /dev is dropped on deploy",

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/tool/image"
 	"github.com/opencontainers/go-digest"
 )
@@ -17,6 +18,10 @@ type Options struct {
 	// machineconfig.Load.
 	MachineConfigs []string
 	Stdin          io.Reader
+	// Skipped is told of the objects of other kinds skipped in a
+	// directory (machineconfig.LoadOptions.Skipped); elsewhere they are
+	// MCB001 findings.
+	Skipped func(*machineconfig.FieldError)
 	// Pool is the MachineConfigPool they are merged for ("" = from their
 	// role labels; see machineconfig.ForPool).
 	Pool string
@@ -31,6 +36,10 @@ type Options struct {
 	StrictRevert bool
 	// Disable lists rules (IDs or names) whose findings are dropped.
 	Disable []string
+	// Severity gives rules (IDs or names) another severity than their
+	// default: RULE=error, warning or info; comma-separated lists allowed
+	// (the CLI's --severity). It applies after StrictRevert.
+	Severity []string
 	// FailOn is the threshold the report's verdict uses (default error).
 	FailOn Threshold
 	// Tool names the program in reports (default mcbake, version dev).
@@ -50,10 +59,14 @@ func Run(ctx context.Context, o Options) (_ *Report, err error) {
 	if err != nil {
 		return nil, err
 	}
+	severity, err := severityOverrides(o.Severity)
+	if err != nil {
+		return nil, err
+	}
 	if o.FailOn == "" {
 		o.FailOn = FailOnError
 	}
-	in, err := load(o.MachineConfigs, o.Stdin, o.Pool)
+	in, err := load(o.MachineConfigs, o.Stdin, o.Pool, o.Skipped)
 	if err != nil {
 		return nil, err
 	}
@@ -80,11 +93,12 @@ func Run(ctx context.Context, o Options) (_ *Report, err error) {
 	}
 	c := newChecker(in, b, img, o.StrictRevert)
 	c.run()
-	return c.report(o, disabled), nil
+	return c.report(o, disabled, severity), nil
 }
 
-// UnknownRuleError names a rule to disable that does not exist.
-type UnknownRuleError struct{ Name string }
+// UnknownRuleError names a rule to disable (Option "disable") or give a
+// severity (Option "severity") that does not exist.
+type UnknownRuleError struct{ Name, Option string }
 
 func (e *UnknownRuleError) Error() string { return fmt.Sprintf("rule %s: no such rule", e.Name) }
 
@@ -101,7 +115,7 @@ func disabledRules(names []string) (map[string]bool, error) {
 			}
 			r, ok := LookupRule(n)
 			if !ok {
-				errs = append(errs, &UnknownRuleError{Name: n})
+				errs = append(errs, &UnknownRuleError{Name: n, Option: "disable"})
 				continue
 			}
 			out[r.ID] = true
@@ -110,9 +124,44 @@ func disabledRules(names []string) (map[string]bool, error) {
 	return out, errors.Join(errs...)
 }
 
+// SeverityError is a --severity value that is not RULE=error, warning or
+// info.
+type SeverityError struct{ Value string }
+
+func (e *SeverityError) Error() string {
+	return fmt.Sprintf("severity %q: want RULE=error, RULE=warning or RULE=info (RULE an ID or a name)", e.Value)
+}
+
+// severityOverrides resolves the Severity values to rule IDs.
+func severityOverrides(values []string) (map[string]Severity, error) {
+	out := map[string]Severity{}
+	var errs []error
+	for _, v := range values {
+		for _, kv := range strings.Split(v, ",") {
+			kv = strings.TrimSpace(kv)
+			if kv == "" {
+				continue
+			}
+			name, level, ok := strings.Cut(kv, "=")
+			sev := Severity(strings.TrimSpace(level))
+			if !ok || sev.rank() == 0 {
+				errs = append(errs, &SeverityError{Value: kv})
+				continue
+			}
+			r, ok := LookupRule(strings.TrimSpace(name))
+			if !ok {
+				errs = append(errs, &UnknownRuleError{Name: strings.TrimSpace(name), Option: "severity"})
+				continue
+			}
+			out[r.ID] = sev
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
 // report assembles the Report: findings of enabled rules with their
 // lines, the rules that did not run, the verdict.
-func (c *checker) report(o Options, disabled map[string]bool) *Report {
+func (c *checker) report(o Options, disabled map[string]bool, severity map[string]Severity) *Report {
 	r := &Report{SchemaVersion: SchemaVersion, Tool: o.Tool, FailOn: o.FailOn}
 	if r.Tool.Name == "" {
 		r.Tool = Tool{Name: "mcbake", Version: "dev"}
@@ -130,6 +179,9 @@ func (c *checker) report(o Options, disabled map[string]bool) *Report {
 	for _, f := range c.findings {
 		if disabled[f.Rule] {
 			continue
+		}
+		if sev, ok := severity[f.Rule]; ok {
+			f.Severity = sev
 		}
 		if f.File != "" {
 			f.Line = loc.line(f.File, f.MachineConfig, f.Field)

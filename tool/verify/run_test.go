@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/mcbake/mcbake/machineconfig"
 )
 
 func TestThreshold(t *testing.T) {
@@ -49,10 +51,12 @@ func TestVerdicts(t *testing.T) {
 		wantFailed bool
 		want       Summary
 	}{
-		{"default", Options{}, false, Summary{Warnings: 1, Infos: 1}},
-		{"fail on warning", Options{FailOn: FailOnWarning}, true, Summary{Warnings: 1, Infos: 1}},
-		{"fail on info", Options{FailOn: FailOnInfo}, true, Summary{Warnings: 1, Infos: 1}},
-		{"disabled warning", Options{FailOn: FailOnWarning, Disable: []string{"var-content"}}, false, Summary{Infos: 1}},
+		{"default", Options{}, false, Summary{Infos: 2}},
+		{"fail on warning", Options{FailOn: FailOnWarning}, false, Summary{Infos: 2}},
+		{"fail on info", Options{FailOn: FailOnInfo}, true, Summary{Infos: 2}},
+		{"var content a warning", Options{FailOn: FailOnWarning, Severity: []string{"var-content=warning"}}, true, Summary{Warnings: 1, Infos: 1}},
+		{"both errors", Options{Severity: []string{"MCB004=error, revert-clobber=error"}}, true, Summary{Errors: 2}},
+		{"disabled", Options{FailOn: FailOnInfo, Disable: []string{"var-content"}}, true, Summary{Infos: 1}},
 		{"strict revert", Options{FailOn: FailOnWarning, Disable: []string{"MCB004"}, StrictRevert: true}, true, Summary{Warnings: 1}},
 		{"both disabled", Options{FailOn: FailOnInfo, Disable: []string{"MCB004,revert-clobber"}}, false, Summary{}},
 	}
@@ -76,6 +80,27 @@ func TestVerdicts(t *testing.T) {
 	}
 }
 
+// TestStockConfigsPassWarnings: the MCO's own rendered configs (the
+// fixtures in testdata/, against RHCOS's layout) pass --fail-on warning:
+// their /usr/local/bin scripts are information (MCB004), as every node
+// gets them from the daemon anyway.
+func TestStockConfigsPassWarnings(t *testing.T) {
+	fixtures, err := filepath.Glob("../../testdata/machineconfigs/rendered-*.json")
+	if err != nil || len(fixtures) < 8 {
+		t.Fatalf("fixtures: %v, %v", fixtures, err)
+	}
+	e := newEnv(t)
+	for _, f := range fixtures {
+		r := e.run(Options{MachineConfigs: []string{f}, FailOn: FailOnWarning})
+		if r.Failed || r.Summary.Warnings > 0 || r.Summary.Errors > 0 {
+			t.Errorf("%s: %+v; want no warning or error:\n%v", filepath.Base(f), r.Summary, r.Findings)
+		}
+		if len(r.ByRule(RuleVarContent)) == 0 {
+			t.Errorf("%s: no MCB004 information for its /usr/local/bin scripts", filepath.Base(f))
+		}
+	}
+}
+
 // TestInputErrors: what makes Run fail instead of reporting findings.
 func TestInputErrors(t *testing.T) {
 	e := newEnv(t)
@@ -94,6 +119,9 @@ func TestInputErrors(t *testing.T) {
 		wantErr string
 	}{
 		{"unknown rule", Options{MachineConfigs: []string{good}, Disable: []string{"MCB999"}}, "rule MCB999: no such rule"},
+		{"unknown rule's severity", Options{MachineConfigs: []string{good}, Severity: []string{"MCB999=info"}}, "rule MCB999: no such rule"},
+		{"a severity that is none", Options{MachineConfigs: []string{good}, Severity: []string{"MCB004=fatal"}}, `severity "MCB004=fatal"`},
+		{"a severity without a rule", Options{MachineConfigs: []string{good}, Severity: []string{"warning"}}, `severity "warning"`},
 		{"no file", Options{MachineConfigs: []string{filepath.Join(dir, "absent.yaml")}}, "no such file"},
 		{"no MachineConfig given", Options{}, "no MachineConfig given"},
 		{"YAML syntax", Options{MachineConfigs: []string{write("bad.yaml", "kind: [\n")}}, "bad.yaml"},
@@ -115,5 +143,21 @@ func TestInputErrors(t *testing.T) {
 		write("v.yaml", "kind: MachineConfig\nmetadata:\n  name: v\nspec:\n  config:\n    ignition:\n      version: 9.9.9\n")}})
 	if diff := cmp.Diff([]string{"x kind ", "v spec.config.ignition.version "}, fieldsOf(r.ByRule(RuleUnsupportedIgnition))); diff != "" {
 		t.Errorf("MCB001 findings (-want +got):\n%s", diff)
+	}
+}
+
+// TestDirectorySkipsOtherKinds: in a directory, a KubeletConfig is
+// skipped (told to Skipped), not an MCB001 finding.
+func TestDirectorySkipsOtherKinds(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	writeMC(t, dir, "good", `{}`)
+	if err := os.WriteFile(filepath.Join(dir, "kc.yaml"), []byte("apiVersion: machineconfiguration.openshift.io/v1\nkind: KubeletConfig\nmetadata:\n  name: kc\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var skipped []string
+	r := e.run(Options{MachineConfigs: []string{dir}, Skipped: func(fe *machineconfig.FieldError) { skipped = append(skipped, fe.Kind) }})
+	if len(r.ByRule(RuleUnsupportedIgnition)) > 0 || len(skipped) != 1 || skipped[0] != "KubeletConfig" {
+		t.Errorf("MCB001 %v, skipped %v; want none, and the KubeletConfig skipped", r.ByRule(RuleUnsupportedIgnition), skipped)
 	}
 }

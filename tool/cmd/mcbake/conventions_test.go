@@ -77,6 +77,7 @@ func TestFlagValueCompletion(t *testing.T) {
 		{[]string{"verify", "--format", ""}, []string{"text", "json", "junit", "sarif"}},
 		{[]string{"verify", "--fail-on", ""}, []string{"error", "warning", "info", "never"}},
 		{[]string{"verify", "--disable", ""}, []string{"MCB001"}},
+		{[]string{"verify", "--severity", ""}, []string{"MCB004=warning"}},
 		{[]string{"build", "--compression", ""}, []string{"gzip", "zstd"}},
 		{[]string{"build", "--engine", ""}, []string{"append", "buildah"}},
 		{[]string{"build", "--platform", ""}, []string{"linux/amd64", "all"}},

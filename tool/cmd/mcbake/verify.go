@@ -60,13 +60,18 @@ unreadable file, invalid image).`,
 				}
 			}
 			opts.Stdin, opts.Tool, opts.Pool = cmd.InOrStdin(), verify.Tool{Name: "mcbake", Version: version}, cli.Pool(cmd)
+			opts.Skipped = cli.SkippedPrinter(cmd)
 			rep := progress.New(cmd.ErrOrStderr(), quiet || opts.Base == "")
 			opts.Progress = func(layer string, total, n int64) { rep.Update(short(layer), total, n) }
 			r, err := verify.Run(cmd.Context(), opts)
 			rep.Wait()
 			var unknown *verify.UnknownRuleError
 			if errors.As(err, &unknown) {
-				return fmt.Errorf("--disable %s: no such rule (see --list-rules)", unknown.Name)
+				return fmt.Errorf("--%s %s: no such rule (see --list-rules)", unknown.Option, unknown.Name)
+			}
+			var badSeverity *verify.SeverityError
+			if errors.As(err, &badSeverity) {
+				return fmt.Errorf("--severity %s: want RULE=error, RULE=warning or RULE=info", badSeverity.Value)
 			}
 			if err != nil {
 				return err
@@ -90,13 +95,28 @@ unreadable file, invalid image).`,
 	fl.StringVar(&report, "report", "", "file for the report of the --format given without =FILE (default: stdout)")
 	fl.StringVar(&failOn, "fail-on", string(verify.FailOnError), "exit 1 on findings of this severity or above: error, warning, info or never")
 	fl.StringArrayVar(&opts.Disable, "disable", nil, "rule ID or name to turn off; repeatable, comma-separated lists accepted")
+	fl.StringArrayVar(&opts.Severity, "severity", nil, "RULE=error|warning|info: another severity for a rule (ID or name); repeatable, comma-separated lists accepted")
 	fl.BoolVar(&opts.StrictRevert, "strict-revert", false, "report revert clobbers as a warning instead of info")
 	fl.BoolVar(&listRules, "list-rules", false, "print the rules and exit")
 	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress output")
 	completeValues(cmd, "format", verify.FormatText, "json", "junit", "sarif", "junit=", "sarif=", "json=")
 	completeValues(cmd, "fail-on", "error", "warning", "info", "never")
 	_ = cmd.RegisterFlagCompletionFunc("disable", completeRules)
+	_ = cmd.RegisterFlagCompletionFunc("severity", completeSeverities)
 	return cmd
+}
+
+// completeSeverities completes --severity to RULE=LEVEL.
+func completeSeverities(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	var out []cobra.Completion
+	for _, r := range verify.Rules() {
+		for _, s := range []verify.Severity{verify.Error, verify.Warning, verify.Info} {
+			if s != r.Severity {
+				out = append(out, cobra.CompletionWithDesc(r.ID+"="+string(s), r.Summary))
+			}
+		}
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
 }
 
 // completeRules completes --disable to the rule IDs, with their summary.

@@ -24,7 +24,10 @@ func TestVerifyExitCodes(t *testing.T) {
 	}{
 		{"clean, with base and image", append([]string{"-f", workerMC, "--base", e.base, "--image", img, "--quiet",
 			"--format", "junit=" + junit, "--format", "sarif=" + sarif, "--format", "json"}, e.imageArgs()...), exitOK},
-		{"warnings fail with --fail-on warning", []string{"-f", workerMC, "--fail-on", "warning", "--format", "json"}, exitFindings},
+		{"a stock rendered config passes --fail-on warning", []string{"-f", workerMC, "--fail-on", "warning", "--format", "json"}, exitOK},
+		{"warnings fail with --fail-on warning", []string{"-f", workerMC, "--fail-on", "warning", "--severity", "MCB004=warning", "--format", "json"}, exitFindings},
+		{"a severity that is none", []string{"-f", workerMC, "--severity", "MCB004=fatal"}, exitInput},
+		{"an unknown rule's severity", []string{"-f", workerMC, "--severity", "MCB999=info"}, exitInput},
 		{"refused content is a finding", []string{"-f", "testdata/refused.yaml", "--format", "json"}, exitFindings},
 		{"refused content ignored with --fail-on never", []string{"-f", "testdata/refused.yaml", "--fail-on", "never"}, exitOK},
 		{"unknown format", []string{"-f", workerMC, "--format", "yaml"}, exitInput},
