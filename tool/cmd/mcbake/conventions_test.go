@@ -138,3 +138,38 @@ func TestVersionFlag(t *testing.T) {
 		t.Errorf("--version: exit %d, %q (stderr %q); want mcbake %s", code, out, stderr, version)
 	}
 }
+
+// TestTLSVerifyFlags: --tls-verify (and --src-/--dest-) say what applies
+// when not given, with no contradicting "(default true)", and resolve to
+// unset, true or false.
+func TestTLSVerifyFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args      []string
+		tls, dest *bool
+	}{
+		{nil, nil, nil},
+		{[]string{"--tls-verify"}, boolPtr(true), nil},
+		{[]string{"--tls-verify=false"}, boolPtr(false), nil},
+		{[]string{"--tls-verify=false", "--dest-tls-verify"}, boolPtr(false), boolPtr(true)},
+	} {
+		var f imageFlags
+		cmd := &cobra.Command{Use: "x"}
+		f.registerPush(cmd)
+		f.register(cmd)
+		if err := cmd.Flags().Parse(tc.args); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		o, _, err := f.options(cmd)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if !equalPtr(o.TLSVerify, tc.tls) || !equalPtr(o.Destination.TLSVerify, tc.dest) || o.Source.TLSVerify != nil {
+			t.Errorf("%v: TLSVerify %v, dest %v, src %v; want %v, %v, unset", tc.args, o.TLSVerify, o.Destination.TLSVerify, o.Source.TLSVerify, tc.tls, tc.dest)
+		}
+		if strings.Contains(cmd.Flags().FlagUsages(), "(default true)") {
+			t.Errorf("the help shows a default true:\n%s", cmd.Flags().FlagUsages())
+		}
+	}
+}
+
+func equalPtr(a, b *bool) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }

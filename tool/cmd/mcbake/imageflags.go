@@ -5,9 +5,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/mcbake/mcbake/tool/image"
 )
@@ -37,7 +39,7 @@ func (f *imageFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.opts.AuthFile, "authfile", "", "registry credentials file, containers-auth.json(5) (default: $REGISTRY_AUTH_FILE, else the usual auth.json)")
 	fl.StringVar(&f.opts.Creds, "creds", "", "registry credentials, USERNAME or USERNAME:PASSWORD (instead of the auth file)")
 	fl.StringVar(&f.opts.CertDir, "cert-dir", "", "directory with ca.crt and client certificates (*.cert, *.key) for registries (default: certs.d, containers-certs.d(5))")
-	fl.BoolVar(&f.tlsVerify, "tls-verify", true, "require HTTPS and verify registry certificates (default: registries.conf's choice)")
+	optionalBoolVar(fl, &f.tlsVerify, "tls-verify", "require HTTPS and verify registry certificates (default: true, but for registries registries.conf marks insecure)")
 	fl.StringVar(&f.opts.RegistriesConf, "registries-conf", "", "registries.conf file (default: $CONTAINERS_REGISTRIES_CONF, else the system's)")
 	fl.StringVar(&f.opts.RegistriesDir, "registries.d", "", "registries.d directory: signature storage and sigstore attachments (default: the system's)")
 	fl.IntVar(&f.opts.Retry.MaxRetry, "retry-times", 0, "retry a registry operation that failed with a transient error this many times")
@@ -77,7 +79,7 @@ func (f *imageFlags) registerPush(cmd *cobra.Command) {
 		fl.StringVar(&side.r.AuthFile, side.prefix+"-authfile", "", "credentials file for "+side.what+" (default: --authfile)")
 		fl.StringVar(&side.r.Creds, side.prefix+"-creds", "", "credentials, USERNAME or USERNAME:PASSWORD, for "+side.what+" (default: --creds)")
 		fl.StringVar(&side.r.CertDir, side.prefix+"-cert-dir", "", "certificate directory for "+side.what+" (default: --cert-dir)")
-		fl.BoolVar(side.tls, side.prefix+"-tls-verify", true, "require HTTPS and verify certificates for "+side.what+" (default: --tls-verify)")
+		optionalBoolVar(fl, side.tls, side.prefix+"-tls-verify", "require HTTPS and verify certificates for "+side.what+" (default: --tls-verify)")
 		completeDirs(cmd, side.prefix+"-cert-dir")
 		completeFiles(cmd, "json", side.prefix+"-authfile")
 	}
@@ -164,4 +166,31 @@ func completeFiles(cmd *cobra.Command, ext string, flags ...string) {
 			_ = cmd.MarkFlagFilename(f, ext)
 		}
 	}
+}
+
+// optionalBool is a boolean flag whose help shows no default of its own
+// (the usage says what applies when it is not given): pflag prints
+// "(default true)" for a bool flag that defaults to true, which
+// contradicted "default: registries.conf's choice".
+type optionalBool struct{ v *bool }
+
+func (b optionalBool) String() string { return strconv.FormatBool(b.v != nil && *b.v) }
+
+func (b optionalBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	*b.v = v
+	return nil
+}
+
+func (optionalBool) Type() string     { return "bool" }
+func (optionalBool) IsBoolFlag() bool { return true }
+
+// optionalBoolVar defines an optionalBool flag: --name is true,
+// --name=false false; whether it was given is fl.Changed(name).
+func optionalBoolVar(fl *pflag.FlagSet, p *bool, name, usage string) {
+	*p = false
+	fl.VarPF(optionalBool{p}, name, "", usage).NoOptDefVal = "true"
 }
