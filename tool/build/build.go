@@ -99,6 +99,9 @@ var ErrPushNeedsAppend = errors.New("signing and destination registry settings n
 // Run builds the layered image with opts.Engine (the append engine when
 // nil).
 func Run(ctx context.Context, opts Options) (*Result, error) {
+	if err := opts.checkOutput(); err != nil {
+		return nil, err
+	}
 	if len(opts.Platforms) > 0 && opts.Engine != nil {
 		return nil, ErrIndexNeedsAppend
 	}
@@ -120,6 +123,20 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	return &Result{Digest: dgst, Manifest: p.Manifest, ManifestDigest: digest.FromBytes(p.ManifestJSON)}, nil
+}
+
+// checkOutput refuses, before the base is opened (for a registry base,
+// before it is downloaded), what would fail only once the image is
+// written: an output that is not an image reference, a compression
+// mcbake does not write, signing options that cannot work.
+func (o Options) checkOutput() error {
+	if _, err := image.ParseReference(o.Output); err != nil {
+		return fmt.Errorf("output: %w", err)
+	}
+	if _, err := compressorID(o.Compression); err != nil {
+		return err
+	}
+	return o.Images.Sign.Check()
 }
 
 // RenderOnly is `mcbake build --render-only`: it renders the
@@ -177,6 +194,9 @@ type PlatformResult struct {
 // Image builds the layered image with the append engine: one image, or
 // with opts.Platforms an index of one image per platform.
 func Image(ctx context.Context, opts Options) (_ *Result, err error) {
+	if err := opts.checkOutput(); err != nil {
+		return nil, err
+	}
 	if len(opts.Platforms) > 0 {
 		return imageIndex(ctx, opts)
 	}

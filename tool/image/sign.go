@@ -6,6 +6,8 @@ import (
 
 	"github.com/containers/image/v5/copy"
 	"github.com/containers/image/v5/pkg/cli"
+	"github.com/containers/image/v5/signature"
+	"github.com/containers/image/v5/signature/sigstore"
 )
 
 // Signing says how Append signs the image it writes, with skopeo's copy
@@ -24,6 +26,42 @@ type Signing struct {
 	// containers_image_openpgp tag, mcbake's own, cannot sign with GPG:
 	// containers/image refuses with a SigningNotSupportedError.
 	By string
+}
+
+// Check refuses, before anything is read or written, signing options that
+// can never work: a passphrase file with no key, one passphrase for two
+// keys, an unreadable passphrase file, a sigstore key that does not load
+// with the passphrase, and GPG signing in a build without it (mcbake's,
+// with the containers_image_openpgp tag).
+func (s Signing) Check() error {
+	if s == (Signing{}) {
+		return nil
+	}
+	if err := s.apply(&copy.Options{}); err != nil {
+		return err
+	}
+	pass, err := cli.ReadPassphraseFile(s.PassphraseFile)
+	if err != nil {
+		return fmt.Errorf("signing passphrase: %w", err)
+	}
+	if s.SigstorePrivateKey != "" {
+		sg, err := sigstore.NewSigner(sigstore.WithPrivateKeyFile(s.SigstorePrivateKey, []byte(pass)))
+		if err != nil {
+			return fmt.Errorf("--sign-by-sigstore-private-key %s: %w", s.SigstorePrivateKey, err)
+		}
+		_ = sg.Close()
+	}
+	if s.By != "" {
+		mech, err := signature.NewGPGSigningMechanism()
+		if err != nil {
+			return fmt.Errorf("--sign-by %s: %w", s.By, err)
+		}
+		defer mech.Close()
+		if err := mech.SupportsSigning(); err != nil {
+			return fmt.Errorf("--sign-by %s: %w (sign with --sign-by-sigstore-private-key)", s.By, err)
+		}
+	}
+	return nil
 }
 
 // apply adds the signing options to co.
