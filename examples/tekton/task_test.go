@@ -113,7 +113,9 @@ type workflow struct {
 
 // TestWorkflow checks that the GitHub Actions workflow uploads the SARIF
 // file its verify steps write, with the permission that needs, even when
-// verification fails, and verifies the image it built by digest.
+// verification fails (but not from a fork's pull request), verifies a
+// fork's pull request without secrets, keeps mcbake's cache keyed by the
+// base, and verifies the image it built by digest.
 func TestWorkflow(t *testing.T) {
 	b, err := os.ReadFile("../github-actions/mcbake.yaml")
 	if err != nil {
@@ -132,8 +134,11 @@ func TestWorkflow(t *testing.T) {
 	}
 	sarifFlag := regexp.MustCompile(`--format sarif=(\S+)`)
 	var written []string
-	var upload, build, verifyImage string
+	var upload, build, verifyImage, cacheKey string
 	for _, s := range job.Steps {
+		if strings.HasPrefix(s.Uses, "actions/cache@") {
+			cacheKey = s.With["key"]
+		}
 		if m := sarifFlag.FindStringSubmatch(s.Run); m != nil {
 			written = append(written, m[1])
 		}
@@ -142,6 +147,9 @@ func TestWorkflow(t *testing.T) {
 			upload = s.With["sarif_file"]
 			if !strings.Contains(s.If, "always()") {
 				t.Errorf("the SARIF upload does not run when verification fails (if: %q)", s.If)
+			}
+			if !strings.Contains(s.If, "github.event.pull_request.head.repo.full_name == github.repository") {
+				t.Errorf("the SARIF upload runs on a fork's pull request, which cannot write code scanning (if: %q)", s.If)
 			}
 		case strings.Contains(s.Run, "mcbake build"):
 			build = s.Run
@@ -156,6 +164,12 @@ func TestWorkflow(t *testing.T) {
 		if w != upload {
 			t.Errorf("a verify step writes %s, the upload reads %q", w, upload)
 		}
+	}
+	if !strings.Contains(cacheKey, "vars.MCBAKE_BASE_IMAGE") {
+		t.Errorf("mcbake's cache is not kept, keyed by the base (actions/cache key %q)", cacheKey)
+	}
+	if !strings.Contains(string(b), `if [ -z "$PULL_SECRET" ] && [ "$GITHUB_EVENT_NAME" = pull_request ]`) {
+		t.Error("a fork's pull request (no secrets) is not verified without the base")
 	}
 	if !strings.Contains(string(b), "${GITHUB_REPOSITORY,,}") {
 		t.Error("the image name is not lowercased: GHCR refuses OWNER/REPO with capitals")
