@@ -65,8 +65,13 @@ type Options struct {
 	// (guard.Entries) goes into the new layer, recorded in the manifest
 	// as mcbake's own (docs/node.md, The revert guard). With no
 	// MachineConfigs, the layer carries only the guard, and no manifest:
-	// the image stays one built by others, with a guard.
+	// the image stays one built by others, with a guard. It must run on
+	// the image's architecture (an ELF binary for another is refused).
 	Guard []byte
+	// GuardFor, when set, gives the guard's binary for an image of GOARCH
+	// arch (each platform of a multi-platform build has its own), in
+	// place of Guard.
+	GuardFor func(arch string) ([]byte, error)
 	// ContainerfileAppend is a file of extra Containerfile instructions
 	// (RPM installs, say) for RenderOnly and engines that build a
 	// Containerfile; the append engine refuses it.
@@ -299,6 +304,22 @@ type Prepared struct {
 	ExtraLabels, ExtraAnnotations map[string]string
 }
 
+// guardFor is the revert guard's node binary for an image of GOARCH arch:
+// GuardFor's, else Guard; nil for none. It must run on arch.
+func (o Options) guardFor(arch string) ([]byte, error) {
+	bin := o.Guard
+	if o.GuardFor != nil {
+		var err error
+		if bin, err = o.GuardFor(arch); err != nil {
+			return nil, err
+		}
+	}
+	if bin == nil {
+		return nil, nil
+	}
+	return bin, guard.CheckArch(bin, arch)
+}
+
 // Prepare renders the MachineConfigs against an opened base and records
 // the manifest, with the base's state of every owned path. With none,
 // and opts.Guard, it prepares a guard-only build.
@@ -312,12 +333,16 @@ func Prepare(b *image.Base, opts Options) (*Prepared, error) {
 	for _, l := range b.Layers() {
 		p.BaseDiffIDs = append(p.BaseDiffIDs, l.DiffID)
 	}
-	if opts.Guard != nil {
-		p.Own = guard.Entries(opts.Guard)
+	bin, err := opts.guardFor(b.Image.Config().Architecture)
+	if err != nil {
+		return nil, err
+	}
+	if bin != nil {
+		p.Own = guard.Entries(bin)
 		p.GuardDigest = p.Own[0].Digest
 	}
 	if len(opts.MachineConfigs) == 0 {
-		if opts.Guard == nil {
+		if bin == nil {
 			return nil, errors.New("no MachineConfig given (-f), and no revert guard to add")
 		}
 		p.Rendered = &render.Result{}

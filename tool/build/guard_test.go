@@ -3,6 +3,8 @@ package build_test
 import (
 	"bytes"
 	"context"
+	"debug/elf"
+	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/mcbake/mcbake/internal/decompress"
 	"github.com/mcbake/mcbake/internal/ostreetest"
+	"github.com/mcbake/mcbake/internal/testbase"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/tool/build"
 	"github.com/mcbake/mcbake/tool/guard"
@@ -162,4 +165,51 @@ func TestOutputCheckedFirst(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestGuardArch: each platform of a multi-platform build gets the guard
+// of its own architecture, and a node binary for another architecture
+// than the image's is refused.
+func TestGuardArch(t *testing.T) {
+	e := newEnv(t)
+	dir := filepath.Join(e.dir, "multi")
+	if _, err := testbase.Write(dir, testbase.Options{Platforms: []string{"linux/amd64", "linux/arm64"}}); err != nil {
+		t.Fatal(err)
+	}
+	machines := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+	var asked []string
+	opts := e.options("oci:"+dir+":latest", "oci:"+filepath.Join(e.dir, "out")+":latest", parityMC(t, ""))
+	opts.Platforms = []string{build.AllPlatforms}
+	opts.GuardFor = func(arch string) ([]byte, error) {
+		asked = append(asked, arch)
+		return elfHeader(machines[arch]), nil
+	}
+	if _, err := build.Image(context.Background(), opts); err != nil {
+		t.Fatalf("Image(--platform all): %v", err)
+	}
+	slices.Sort(asked)
+	if !slices.Equal(asked, []string{"amd64", "arm64"}) {
+		t.Errorf("the guard was asked for %v, want amd64 and arm64", asked)
+	}
+
+	opts.Platforms, opts.Images.Platform = nil, "linux/arm64"
+	opts.Output = "oci:" + filepath.Join(e.dir, "wrong") + ":latest"
+	opts.GuardFor = func(string) ([]byte, error) { return elfHeader(elf.EM_X86_64), nil }
+	_, err := build.Image(context.Background(), opts)
+	if err == nil || !strings.Contains(err.Error(), "for linux/amd64, the image for linux/arm64") {
+		t.Errorf("Image(arm64 base, amd64 guard) = %v, want a refusal", err)
+	}
+}
+
+// elfHeader is a minimal ELF64 little-endian executable header for
+// machine: what guard.ArchOf reads.
+func elfHeader(machine elf.Machine) []byte {
+	h := make([]byte, 64)
+	copy(h, elf.ELFMAG)
+	h[elf.EI_CLASS], h[elf.EI_DATA], h[elf.EI_VERSION] = byte(elf.ELFCLASS64), byte(elf.ELFDATA2LSB), byte(elf.EV_CURRENT)
+	binary.LittleEndian.PutUint16(h[16:], uint16(elf.ET_EXEC))
+	binary.LittleEndian.PutUint16(h[18:], uint16(machine))
+	binary.LittleEndian.PutUint32(h[20:], uint32(elf.EV_CURRENT))
+	binary.LittleEndian.PutUint16(h[52:], 64)
+	return h
 }

@@ -8,7 +8,9 @@
 package guard
 
 import (
+	"bytes"
 	"context"
+	"debug/elf"
 	"embed"
 	"errors"
 	"fmt"
@@ -17,6 +19,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/opencontainers/go-digest"
 
@@ -53,14 +56,33 @@ var Unit []byte
 //go:embed bin
 var bin embed.FS
 
-// ErrNoBinary is Binary's error when this mcbake was built without it.
-var ErrNoBinary = errors.New("this mcbake was built without the revert guard's node binary (build it with make; or pass --guard-binary FILE, or --no-revert-guard)")
+// ErrNoBinary is Binary's error when this mcbake carries no node binary
+// for the architecture asked for.
+var ErrNoBinary = errors.New("this mcbake was built without the revert guard's node binary for it")
 
-// Binary returns the static node binary embedded at build time.
-func Binary() ([]byte, error) {
-	b, err := bin.ReadFile("bin/mcbake-node")
+// BinaryName is the name, under bin/, of the embedded node binary for
+// GOARCH arch (make guard-bin puts them there).
+func BinaryName(arch string) string { return "mcbake-node-linux-" + arch }
+
+// Binary returns the static node binary for GOARCH arch embedded at
+// build time (make guard-bin GUARD_ARCHES="amd64 arm64 ..."): the image
+// the guard goes into runs it, so it must be the image's architecture.
+func Binary(arch string) ([]byte, error) {
+	b, err := bin.ReadFile("bin/" + BinaryName(arch))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, ErrNoBinary
+		have := "none"
+		if ents, _ := bin.ReadDir("bin"); len(ents) > 0 {
+			var arches []string
+			for _, e := range ents {
+				if a, ok := strings.CutPrefix(e.Name(), "mcbake-node-linux-"); ok {
+					arches = append(arches, a)
+				}
+			}
+			if len(arches) > 0 {
+				have = strings.Join(arches, ", ")
+			}
+		}
+		return nil, fmt.Errorf("%w: linux/%s (it has: %s); build mcbake with make guard-bin GUARD_ARCHES=%s, or pass --guard-binary FILE, or --no-revert-guard", ErrNoBinary, arch, have, arch)
 	}
 	return b, err
 }
@@ -76,6 +98,39 @@ func ReadBinary(file string) ([]byte, error) {
 		return nil, fmt.Errorf("--guard-binary %s: not a non-empty regular file", file)
 	}
 	return os.ReadFile(file)
+}
+
+// ArchOf returns the GOARCH an ELF executable runs on ("" when binary is
+// not ELF, a script say, or an architecture mcbake does not know).
+func ArchOf(binary []byte) string {
+	f, err := elf.NewFile(bytes.NewReader(binary))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	switch {
+	case f.Machine == elf.EM_X86_64:
+		return "amd64"
+	case f.Machine == elf.EM_AARCH64:
+		return "arm64"
+	case f.Machine == elf.EM_PPC64 && f.Data == elf.ELFDATA2LSB:
+		return "ppc64le"
+	case f.Machine == elf.EM_S390:
+		return "s390x"
+	case f.Machine == elf.EM_386:
+		return "386"
+	}
+	return ""
+}
+
+// CheckArch refuses a node binary built for another architecture than
+// the image's (arch, a GOARCH): the node would fail to run it at the
+// shutdown it is for.
+func CheckArch(binary []byte, arch string) error {
+	if a := ArchOf(binary); a != "" && arch != "" && a != arch {
+		return fmt.Errorf("the revert guard's node binary is for linux/%s, the image for linux/%s: pass one for %s (make guard-bin GUARD_ARCHES=%s, or --guard-binary FILE), or --no-revert-guard", a, arch, arch, arch)
+	}
+	return nil
 }
 
 // Entries are the guard's files for an image whose node binary is

@@ -3,6 +3,9 @@ package guard_test
 import (
 	"bytes"
 	"context"
+	"debug/elf"
+	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,5 +54,49 @@ func TestWriteTree(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(other, "usr")); err == nil {
 		t.Errorf("a refused WriteTree wrote into the directory")
+	}
+}
+
+// elfHeader is a minimal ELF64 little-endian executable header for
+// machine (no sections, no program headers).
+func elfHeader(machine elf.Machine) []byte {
+	h := make([]byte, 64)
+	copy(h, elf.ELFMAG)
+	h[elf.EI_CLASS], h[elf.EI_DATA], h[elf.EI_VERSION] = byte(elf.ELFCLASS64), byte(elf.ELFDATA2LSB), byte(elf.EV_CURRENT)
+	binary.LittleEndian.PutUint16(h[16:], uint16(elf.ET_EXEC))
+	binary.LittleEndian.PutUint16(h[18:], uint16(machine))
+	binary.LittleEndian.PutUint32(h[20:], uint32(elf.EV_CURRENT))
+	binary.LittleEndian.PutUint16(h[52:], 64) // e_ehsize
+	return h
+}
+
+// TestArch: the guard's binary must be the image's architecture; a script
+// runs anywhere; Binary names what this mcbake has.
+func TestArch(t *testing.T) {
+	for _, tc := range []struct {
+		bin  []byte
+		want string
+	}{
+		{elfHeader(elf.EM_X86_64), "amd64"},
+		{elfHeader(elf.EM_AARCH64), "arm64"},
+		{elfHeader(elf.EM_S390), "s390x"},
+		{[]byte("#!/bin/sh\n"), ""},
+	} {
+		if got := guard.ArchOf(tc.bin); got != tc.want {
+			t.Errorf("ArchOf(%.8q) = %q, want %q", tc.bin, got, tc.want)
+		}
+	}
+	if err := guard.CheckArch(elfHeader(elf.EM_X86_64), "arm64"); err == nil || !strings.Contains(err.Error(), "for linux/amd64, the image for linux/arm64") {
+		t.Errorf("CheckArch(amd64 binary, arm64) = %v", err)
+	}
+	if err := guard.CheckArch(elfHeader(elf.EM_AARCH64), "arm64"); err != nil {
+		t.Errorf("CheckArch(arm64 binary, arm64) = %v", err)
+	}
+	if err := guard.CheckArch([]byte("#!/bin/sh\n"), "s390x"); err != nil {
+		t.Errorf("CheckArch(a script, s390x) = %v", err)
+	}
+	_, err := guard.Binary("riscv64")
+	if !errors.Is(err, guard.ErrNoBinary) || !strings.Contains(err.Error(), "GUARD_ARCHES=riscv64") {
+		t.Errorf("Binary(riscv64) = %v, want ErrNoBinary with the way to get one", err)
 	}
 }

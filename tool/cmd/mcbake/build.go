@@ -77,7 +77,7 @@ containers-storage:NAME or docker://REF.`,
 			if opts.Timestamp, err = buildTime(timestamp); err != nil {
 				return err
 			}
-			if opts.Guard, err = guardBinaryFor(noGuard, guardBinary, len(files)); err != nil {
+			if opts.GuardFor, err = guardBinaryFor(noGuard, guardBinary, len(files)); err != nil {
 				return err
 			}
 			if len(files) > 0 {
@@ -174,9 +174,11 @@ containers-storage:NAME or docker://REF.`,
 	return cmd
 }
 
-// guardBinaryFor is the revert guard's binary a build bakes: none with
-// --no-revert-guard, --guard-binary's, else the one built into mcbake.
-func guardBinaryFor(noGuard bool, file string, mcFiles int) ([]byte, error) {
+// guardBinaryFor is the revert guard's binary a build bakes, for an image
+// of a given GOARCH: none with --no-revert-guard (nil), --guard-binary's
+// for every architecture (the build refuses it for an image of another),
+// else the one built into mcbake for that architecture.
+func guardBinaryFor(noGuard bool, file string, mcFiles int) (func(arch string) ([]byte, error), error) {
 	switch {
 	case noGuard && file != "":
 		return nil, errors.New("--guard-binary and --no-revert-guard: choose one")
@@ -185,9 +187,13 @@ func guardBinaryFor(noGuard bool, file string, mcFiles int) ([]byte, error) {
 	case noGuard:
 		return nil, nil
 	case file != "":
-		return guard.ReadBinary(file)
+		b, err := guard.ReadBinary(file)
+		if err != nil {
+			return nil, err
+		}
+		return func(string) ([]byte, error) { return b, nil }, nil
 	}
-	return guard.Binary()
+	return guard.Binary, nil
 }
 
 // Engines --engine names.

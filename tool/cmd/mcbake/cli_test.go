@@ -20,6 +20,7 @@ import (
 	"github.com/mcbake/mcbake/internal/decompress"
 	"github.com/mcbake/mcbake/internal/testbase"
 	"github.com/mcbake/mcbake/manifest"
+	"github.com/mcbake/mcbake/tool/guard"
 	"github.com/mcbake/mcbake/tool/image"
 )
 
@@ -484,6 +485,17 @@ func writeTree(t *testing.T, dir string, files map[string]testbase.File) {
 	}
 }
 
+// neutralGuard writes a stand-in for the revert guard's binary that runs
+// on every architecture (a script), for builds of several platforms.
+func neutralGuard(t *testing.T, dir string) string {
+	t.Helper()
+	p := filepath.Join(dir, "guard.sh")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n# a stand-in for mcbake-node on every architecture\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // TestBuildFromDockerAndMultiPlatformBases builds on a Docker schema2 base
 // and on each platform of a two-platform index.
 func TestBuildFromDockerAndMultiPlatformBases(t *testing.T) {
@@ -497,9 +509,20 @@ func TestBuildFromDockerAndMultiPlatformBases(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.mustBuild(t, "oci:"+docker+":latest", "oci:"+filepath.Join(e.dir, "from-docker")+":latest", workerMC)
+	// The guard's binary must be each image's architecture: without one
+	// for arm64 built in, the arm64 build is refused, saying how to get
+	// one; the platforms then get an architecture-neutral stand-in.
+	if _, err := guard.Binary("arm64"); err != nil {
+		e.extra = []string{"--platform", "linux/arm64"}
+		code, _, stderr := e.build("oci:"+multi+":latest", "oci:"+filepath.Join(e.dir, "no-guard")+":latest", workerMC)
+		if code != exitInput || !strings.Contains(stderr, "GUARD_ARCHES=arm64") {
+			t.Errorf("arm64 with no arm64 guard: exit %d, %q; want 2 and how to get one", code, stderr)
+		}
+	}
+	stand := neutralGuard(t, e.dir)
 	digests := map[string]string{}
 	for _, platform := range []string{"linux/amd64", "linux/arm64"} {
-		e.extra = []string{"--platform", platform}
+		e.extra = []string{"--platform", platform, "--guard-binary", stand}
 		digests[platform] = e.mustBuild(t, "oci:"+multi+":latest", "oci:"+filepath.Join(e.dir, "from-multi-"+strings.ReplaceAll(platform, "/", "-"))+":latest", workerMC)
 	}
 	if digests["linux/amd64"] == digests["linux/arm64"] {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
 
 	"github.com/spf13/cobra"
 
@@ -10,9 +11,9 @@ import (
 )
 
 func newGuardTreeCommand() *cobra.Command {
-	var out, binary string
+	var out, binary, arch string
 	cmd := &cobra.Command{
-		Use:   "guard-tree -o DIR [--guard-binary FILE]",
+		Use:   "guard-tree -o DIR [--arch ARCH] [--guard-binary FILE]",
 		Short: "Write the revert guard's files as a tree, to COPY into an image built by others",
 		Long: `Guard-tree writes the revert guard that mcbake build bakes into every image
 (` + guard.BinaryPath + `, ` + guard.UnitPath + ` and the link that
@@ -28,8 +29,15 @@ and renamed in: it must be absent, empty, or an earlier guard tree.`,
   mcbake guard-tree -o guard/ --guard-binary bin/mcbake-node`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			b, err := guardBinaryFor(false, binary, 0)
+			guardFor, err := guardBinaryFor(false, binary, 0)
 			if err != nil {
+				return err
+			}
+			b, err := guardFor(arch)
+			if err != nil {
+				return err
+			}
+			if err := guard.CheckArch(b, arch); err != nil {
 				return err
 			}
 			if err := guard.WriteTree(cmd.Context(), out, b, os.Geteuid() == 0); err != nil {
@@ -40,7 +48,9 @@ and renamed in: it must be absent, empty, or an earlier guard tree.`,
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "output directory (the tree to copy onto an image's /)")
-	cmd.Flags().StringVar(&binary, "guard-binary", "", "the revert guard's static node binary (default: the one built into mcbake)")
+	cmd.Flags().StringVar(&binary, "guard-binary", "", "the revert guard's static node binary (default: the one built into mcbake for --arch)")
+	cmd.Flags().StringVar(&arch, "arch", runtime.GOARCH, "the architecture (GOARCH) of the images the tree goes into")
+	completeValues(cmd, "arch", "amd64", "arm64", "ppc64le", "s390x")
 	_ = cmd.MarkFlagRequired("output")
 	return cmd
 }

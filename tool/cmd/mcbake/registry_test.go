@@ -420,13 +420,14 @@ func mustRead(t *testing.T, name string) []byte {
 func TestRegistryMultiPlatformIndex(t *testing.T) {
 	r := newRegEnv(t, testbase.Options{Platforms: []string{"linux/amd64", "linux/arm64"}})
 	out := r.ref("ci/multi:latest")
-	code, stdout, stderr := r.buildWith(out, append(r.creds(), "--platform", "all")...)
+	stand := neutralGuard(t, t.TempDir()) // a guard for both architectures
+	code, stdout, stderr := r.buildWith(out, append(r.creds(), "--platform", "all", "--guard-binary", stand)...)
 	if code != 0 {
 		t.Fatalf("build --platform all: exit %d\n%s", code, stderr)
 	}
 	first := strings.TrimSpace(stdout)
 	os.RemoveAll(r.cache) // a cold rebuild elsewhere gives the same index
-	code, stdout, stderr = r.buildWith(r.ref("ci/multi:again"), append(r.creds(), "--platform", "all", "--quiet")...)
+	code, stdout, stderr = r.buildWith(r.ref("ci/multi:again"), append(r.creds(), "--platform", "all", "--quiet", "--guard-binary", stand)...)
 	if code != 0 || strings.TrimSpace(stdout) != first {
 		t.Fatalf("rebuild: exit %d, digest %q, want %s\n%s", code, strings.TrimSpace(stdout), first, stderr)
 	}
@@ -442,7 +443,7 @@ func TestRegistryMultiPlatformIndex(t *testing.T) {
 		}
 	}
 	layout := "oci:" + filepath.Join(r.dir, "multi") + ":latest"
-	code, stdout, stderr = r.buildWith(layout, append(r.creds(), "--platform", "linux/amd64,linux/arm64", "--quiet")...)
+	code, stdout, stderr = r.buildWith(layout, append(r.creds(), "--platform", "linux/amd64,linux/arm64", "--quiet", "--guard-binary", stand)...)
 	if code != 0 || strings.TrimSpace(stdout) != first {
 		t.Errorf("--platform list into an OCI layout: exit %d, digest %q, want %s\n%s", code, strings.TrimSpace(stdout), first, stderr)
 	}
