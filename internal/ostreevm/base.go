@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -87,13 +88,32 @@ var maskedUnits = []string{
 	"systemd-update-done.service", "systemd-pstore.service", "systemd-firstboot.service",
 }
 
-// cacheKey hashes everything the base root filesystem depends on: suite,
-// mirror, packages, excludes, kept modules, masks, machine-id, and the
-// embedded guest files and baking code.
-func cacheKey(mirror string) (string, error) {
+// A variant of the base root filesystem: a name for its cache key,
+// packages installed besides BasePackages, what is baked into the
+// mmdebstrap tree before the base's baking (nil for nothing), and the
+// source of the code that does it, for the cache key.
+type variant struct {
+	name     string
+	packages []string
+	bake     func(ctx context.Context, root string) error
+	source   []byte
+}
+
+// plainBase is the base root filesystem itself.
+var plainBase = variant{}
+
+// cacheKey hashes everything a variant of the base root filesystem
+// depends on: suite, mirror, packages, excludes, kept modules, masks,
+// machine-id, the embedded guest files and baking code, and a variant's
+// name, packages and baking code.
+func cacheKey(mirror string, v variant) (string, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "suite=%s\nmirror=%s\npackages=%q\nexcludes=%q\nmodules=%q\nmasked=%q\nmachine-id=%s\n",
 		Suite, mirror, BasePackages, pathExcludes, keepModules, maskedUnits, MachineID)
+	if v.name != "" {
+		fmt.Fprintf(h, "variant=%s\nextra-packages=%q\nsource %d\n", v.name, v.packages, len(v.source))
+		h.Write(v.source)
+	}
 	var names []string
 	err := fs.WalkDir(guestFS, ".", func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
@@ -151,6 +171,12 @@ func CacheDir() string {
 // BaseRootfs needs what Available checks (root, mmdebstrap) and the
 // Debian mirror; a build takes about a minute.
 func BaseRootfs(ctx context.Context) (string, error) {
+	return rootfs(ctx, plainBase)
+}
+
+// rootfs builds, or finds in the cache, the variant v of the base root
+// filesystem (see BaseRootfs).
+func rootfs(ctx context.Context, v variant) (string, error) {
 	if ok, why := Available(); !ok {
 		return "", errors.New(why)
 	}
@@ -158,7 +184,7 @@ func BaseRootfs(ctx context.Context) (string, error) {
 	if m := os.Getenv("MCBAKE_VM_MIRROR"); m != "" {
 		mirror = m
 	}
-	key, err := cacheKey(mirror)
+	key, err := cacheKey(mirror, v)
 	if err != nil {
 		return "", err
 	}
@@ -186,7 +212,7 @@ func BaseRootfs(ctx context.Context) (string, error) {
 		}
 	}
 	tmp := filepath.Join(cache, fmt.Sprintf("tmp-%s-%d", key, os.Getpid()))
-	if err := buildRootfs(ctx, tmp, mirror); err != nil {
+	if err := buildRootfs(ctx, tmp, mirror, v); err != nil {
 		return "", errors.Join(err, os.RemoveAll(tmp))
 	}
 	if err := os.Rename(tmp, final); err != nil {
@@ -250,10 +276,10 @@ func lockFile(ctx context.Context, path string) (func(), error) {
 }
 
 // buildRootfs runs mmdebstrap into dir (which must not exist) and bakes
-// the result.
-func buildRootfs(ctx context.Context, dir, mirror string) error {
+// the result as the variant v.
+func buildRootfs(ctx context.Context, dir, mirror string, v variant) error {
 	args := []string{"--variant=minbase", "--mode=root", "--quiet",
-		"--include=" + strings.Join(BasePackages, ","),
+		"--include=" + strings.Join(append(slices.Clone(BasePackages), v.packages...), ","),
 		`--aptopt=Acquire::Retries "3"`}
 	for _, p := range pathExcludes {
 		args = append(args, "--dpkgopt=path-exclude="+p)
@@ -263,6 +289,12 @@ func buildRootfs(ctx context.Context, dir, mirror string) error {
 	cmd.Stdin = nil // mmdebstrap reads mirrors from a non-terminal stdin otherwise
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("mmdebstrap: %w: %s", err, debpkg.LastLines(out, 15))
+	}
+	if v.bake != nil {
+		// Before bake, which empties /boot (the kernel's config is there).
+		if err := v.bake(ctx, dir); err != nil {
+			return err
+		}
 	}
 	return bake(ctx, dir)
 }

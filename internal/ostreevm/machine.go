@@ -159,7 +159,11 @@ var errDiskBuilt = errors.New("ostreevm: the disk is built (Run was called); the
 // /usr/etc and drops the contents of /run, /tmp, /proc, /sys and /dev; it
 // works on a hard-linked copy (cp -al, or cp -a across file systems) and
 // never modifies rootfs. Content, symlink targets, modes, uids and gids
-// are kept (run as root); xattrs are dropped (--no-xattrs). The tree must
+// are kept (run as root); xattrs are dropped (--no-xattrs). A tree whose
+// /etc/selinux/config enables a policy that it ships (SELinuxRootfs's) is
+// labelled with that policy (--selinux-policy), as ostree-container
+// labels the images it imports: /usr/etc as /usr/etc, which ostree
+// relabels as /etc when it deploys. The tree must
 // hold a kernel: usr/lib/modules/KVER/vmlinuz and initramfs.img, as
 // BaseRootfs has. Commit fails once the disk is built.
 func (m *Machine) Commit(rootfs, ref string) (string, error) {
@@ -196,6 +200,12 @@ func (m *Machine) CommitWithMetadata(rootfs, ref string, meta map[string]string)
 		return "", err
 	}
 	args := []string{"commit", "--repo=" + m.repo(), "--branch=" + ref, "--tree=dir=" + stage, "--no-xattrs", "--subject=" + ref}
+	if _, err := os.Stat(filepath.Join(stage, "usr", "etc", "selinux", "config")); err == nil {
+		// Labelled with the tree's own policy, as ostree-container labels
+		// what it imports (ostree loads it only when the config enables
+		// SELinux).
+		args = append(args, "--selinux-policy="+stage)
+	}
 	keys := make([]string, 0, len(meta))
 	for k := range meta {
 		keys = append(keys, k)
@@ -235,7 +245,9 @@ func checkKernel(root string) error {
 // Deploy deploys ref from the host (`ostree admin deploy`, offline) with
 // DefaultKargs and then kargs as its kernel arguments. The new deployment
 // becomes the default BLS entry: the one the first boot boots. Deploying
-// again keeps the earlier deployment as the rollback entry. Deploy fails
+// again keeps the earlier deployment as the rollback entry. A deployment
+// with an SELinux policy (SELinuxRootfs's) has its /etc labelled in full,
+// as ostree on an SELinux host labels it (see labelEtc). Deploy fails
 // once the disk is built.
 func (m *Machine) Deploy(ref string, kargs ...string) error {
 	if m.disk != "" {
@@ -245,8 +257,62 @@ func (m *Machine) Deploy(ref string, kargs ...string) error {
 	for _, k := range append(append([]string(nil), DefaultKargs...), kargs...) {
 		args = append(args, "--karg="+k)
 	}
-	_, err := run(context.Background(), ostreeEnv, "ostree", append(args, ref)...)
-	return err
+	if _, err := run(context.Background(), ostreeEnv, "ostree", append(args, ref)...); err != nil {
+		return err
+	}
+	return m.labelEtc()
+}
+
+// labelEtc completes the SELinux labels of the /etc of every deployment
+// whose /etc/selinux/config enables a policy. ostree copies /usr/etc to
+// /etc labelled with the deployment's policy, but it labels directories
+// and symlinks through setfscreatecon, which it skips on a host without
+// SELinux: they would boot unlabeled_t, and files created below them
+// too. The deployment's own setfiles relabels /etc as an SELinux host's
+// ostree would have, chrooted, in a mount namespace with /proc mounted
+// in the deployment (setfiles sets contexts through /proc/self/fd).
+func (m *Machine) labelEtc() error {
+	deps, err := filepath.Glob(filepath.Join(m.sysroot, "ostree", "deploy", Stateroot, "deploy", "*.[0-9]*"))
+	if err != nil {
+		return err
+	}
+	for _, d := range deps {
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() || !selinuxEnabled(d) {
+			continue
+		}
+		policy := selinuxType(d)
+		fc := "/etc/selinux/" + policy + "/contexts/files/file_contexts"
+		if _, err := run(context.Background(), nil, "unshare", "--mount-proc="+filepath.Join(d, "proc"),
+			"chroot", d, "/usr/sbin/setfiles", "-F", fc, "/etc"); err != nil {
+			return fmt.Errorf("labelling the /etc of deployment %s: %w", filepath.Base(d), err)
+		}
+	}
+	return nil
+}
+
+// selinuxEnabled reports whether root's /etc/selinux/config sets SELINUX
+// to enforcing or permissive, as ostree reads it.
+func selinuxEnabled(root string) bool {
+	v := selinuxConfigValue(root, "SELINUX")
+	return v == "enforcing" || v == "permissive"
+}
+
+// selinuxType is the policy type root's /etc/selinux/config names
+// (SELINUXTYPE).
+func selinuxType(root string) string { return selinuxConfigValue(root, "SELINUXTYPE") }
+
+func selinuxConfigValue(root, key string) string {
+	b, err := os.ReadFile(filepath.Join(root, "etc", "selinux", "config"))
+	if err != nil {
+		return ""
+	}
+	v := ""
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, val, ok := strings.Cut(strings.TrimSpace(l), "="); ok && k == key {
+			v = strings.Trim(strings.TrimSpace(val), `"`)
+		}
+	}
+	return v
 }
 
 // VarPath is the disk path of the stateroot's persistent /var: the /var

@@ -95,3 +95,41 @@ func run(ctx context.Context, env []string, name string, args ...string) (string
 	}
 	return stdout.String(), nil
 }
+
+var (
+	selinuxOnce sync.Once
+	selinuxOK   bool
+	selinuxWhy  string
+)
+
+// SELinuxAvailable reports whether SELinux tests can run here: what
+// Available checks, and a host ostree built with SELinux support, without
+// which Commit and Deploy cannot label anything. When they cannot, the
+// string says why; tests t.Skip with it.
+func SELinuxAvailable() (bool, string) {
+	if ok, why := Available(); !ok {
+		return ok, why
+	}
+	selinuxOnce.Do(func() {
+		out, err := run(context.Background(), nil, "ostree", "--version")
+		switch {
+		case err != nil:
+			selinuxWhy = err.Error()
+		case !ostreeHasSELinux(out):
+			selinuxWhy = "the host's ostree is built without SELinux (ostree --version lists no selinux feature): it cannot label commits"
+		default:
+			selinuxOK = true
+		}
+	})
+	return selinuxOK, selinuxWhy
+}
+
+// ostreeHasSELinux reads the feature list of `ostree --version`.
+func ostreeHasSELinux(version string) bool {
+	for _, l := range strings.Split(version, "\n") {
+		if strings.TrimSpace(l) == "- selinux" {
+			return true
+		}
+	}
+	return false
+}

@@ -245,3 +245,27 @@ func TestBootTimeout(t *testing.T) {
 		t.Errorf("qemu (pid %d) still running", pid)
 	}
 }
+
+func TestSELinuxRootfsLayout(t *testing.T) {
+	if ok, why := Available(); !ok {
+		t.Skip("ostreevm: " + why)
+	}
+	start := time.Now()
+	root, err := SELinuxRootfs(context.Background())
+	if err != nil {
+		t.Fatalf("SELinuxRootfs: %v", err)
+	}
+	t.Logf("SELinuxRootfs %s in %v", root, time.Since(start).Round(time.Millisecond))
+	for _, p := range []string{"usr/sbin/restorecon", "usr/sbin/sestatus", "usr/sbin/getenforce", "usr/sbin/setfiles", "usr/sbin/semodule", "usr/bin/bwrap",
+		"etc/selinux/default/contexts/files/file_contexts", driverPath} {
+		if _, err := os.Stat(filepath.Join(root, p)); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "etc/selinux/config")); err != nil || string(b) != selinuxConfig {
+		t.Errorf("etc/selinux/config: %q, %v; want %q", b, err, selinuxConfig)
+	}
+	if err := checkKernel(root); err != nil {
+		t.Error(err)
+	}
+}
