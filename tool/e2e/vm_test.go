@@ -222,6 +222,7 @@ func (f *fixture) boot(t *testing.T, opts ostreevm.Options, step1 string) map[st
 // in /var, the steps, and the results to read besides observe's.
 type scenario struct {
 	opts    ostreevm.Options
+	kargs   []string             // kernel arguments of L's deployment, besides ostreevm's
 	layered *committed           // nil: the fixture's
 	commits map[string]committed // ref -> tree, committed besides os/base and os/layered
 	files   map[string][]byte    // stateroot /var relative -> content, besides the fixture's
@@ -257,7 +258,7 @@ func (f *fixture) run(t *testing.T, sc scenario) map[string]string {
 			t.Fatal(err)
 		}
 	}
-	if err := m.Deploy("os/layered"); err != nil {
+	if err := m.Deploy("os/layered", sc.kargs...); err != nil {
 		t.Fatal(err)
 	}
 	files := maps.Clone(f.files)
@@ -372,11 +373,18 @@ func (f *fixture) checkAgreement(t *testing.T, res map[string]string) {
 // make, and prepares the guest's files.
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	ctx := context.Background()
-	vmBase, err := ostreevm.BaseRootfs(ctx)
+	vmBase, err := ostreevm.BaseRootfs(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newFixtureFrom(t, vmBase)
+}
+
+// newFixtureFrom is newFixture on the root filesystem vmBase (one of
+// ostreevm's).
+func newFixtureFrom(t *testing.T, vmBase string) *fixture {
+	t.Helper()
+	ctx := context.Background()
 	dir := t.TempDir()
 	f := &fixture{bRoot: filepath.Join(dir, "base"), lRoot: filepath.Join(dir, "layered"), files: map[string][]byte{}, execs: map[string]bool{}}
 	mustRun(t, "cp", "-a", vmBase, f.bRoot)
