@@ -76,8 +76,11 @@
 // top-level content in derived layers filtered unless allowed, /var
 // optionally remapped to /usr/share/factory/var, per-layer commits);
 // what newer ostree adds around the merge (ostree's main branch seeds an
-// empty stateroot /var from the first deployment, and rebuilds the SELinux
-// policy after the merge when /etc/selinux/config exists); transient or
+// empty stateroot /var from the first deployment); the SELinux policy
+// rebuild after the merge (ostree 2022.7 already runs `semodule -N
+// --rebuild-if-modules-changed` under /usr/bin/bwrap in a new deployment
+// that has /etc/selinux/config: internal/ostreevm's SELinux root
+// filesystem boots it); transient or
 // composefs-backed /etc; and what a node does when the merge
 // fails: ostree refuses the deployment (a node file where B has a
 // directory: "Modified config file newly defaults to directory"), which on
