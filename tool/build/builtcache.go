@@ -111,13 +111,78 @@ func (c builtCache) lookup(dir string, diffID digest.Digest, tarSize int64) (*la
 	if err != nil {
 		return nil, false
 	}
-	lf, err := c.copyChecked(f, out, diffID, tarSize)
+	lf, known := c.copyKnown(f, out, diffID)
+	if !known {
+		if _, err = f.Seek(0, io.SeekStart); err == nil {
+			err = out.Truncate(0)
+		}
+		if err == nil {
+			_, err = out.Seek(0, io.SeekStart)
+		}
+		if err == nil {
+			lf, err = c.copyChecked(f, out, diffID, tarSize)
+		}
+		if err == nil {
+			c.storeSum(diffID, lf)
+		}
+	}
 	if err = errors.Join(err, out.Close()); err != nil {
 		os.Remove(out.Name())
 		return nil, false
 	}
 	lf.path = out.Name()
 	return lf, true
+}
+
+// The sum file beside an entry (KEY.sum) records the blob's digest, size
+// and media type, written once the blob was known to decompress to the
+// diff ID's tar (when this build compressed it, or checked it). A blob
+// that has its recorded digest is that blob: it is copied without being
+// decompressed again, which for a layer with the revert guard's 12 MB
+// binary is most of a warm build. Any other blob is checked in full.
+func (c builtCache) sumFile(diffID digest.Digest) string { return c.file(diffID) + ".sum" }
+
+// copyKnown copies f to out when f is the blob the sum file records;
+// false (out partly written) otherwise.
+func (c builtCache) copyKnown(f io.Reader, out io.Writer, diffID digest.Digest) (*layerFile, bool) {
+	sf, err := os.OpenFile(c.sumFile(diffID), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, false
+	}
+	defer sf.Close()
+	if fi, err := sf.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, false
+	}
+	b, err := io.ReadAll(io.LimitReader(sf, 512))
+	if err != nil {
+		return nil, false
+	}
+	var want digest.Digest
+	var size int64
+	var mediaType string
+	if n, err := fmt.Sscanf(string(b), "%s %d %s\n", &want, &size, &mediaType); n != 3 || err != nil || want.Validate() != nil {
+		return nil, false
+	}
+	if want := map[string]string{"": mediaTypeGzip, Gzip: mediaTypeGzip, Zstd: mediaTypeZstd}[c.compression]; mediaType != want {
+		return nil, false
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(out, h), io.LimitReader(f, size+1))
+	if err != nil || n != size || digest.NewDigest(digest.SHA256, h) != want {
+		return nil, false
+	}
+	return &layerFile{digest: want, diffID: diffID, size: size, mediaType: mediaType}, true
+}
+
+// storeSum records lf's blob in the sum file of its entry.
+func (c builtCache) storeSum(diffID digest.Digest, lf *layerFile) {
+	err := atomicdir.WriteCacheFile(c.sumFile(diffID), builtTempPrefix, func(f *os.File) error {
+		_, err := fmt.Fprintf(f, "%s %d %s\n", lf.digest, lf.size, lf.mediaType)
+		return err
+	})
+	if err != nil {
+		slog.Warn("the new layer's sum could not be cached; going on without it", "err", err)
+	}
 }
 
 func (c builtCache) copyChecked(f io.Reader, out io.Writer, diffID digest.Digest, tarSize int64) (*layerFile, error) {
@@ -185,5 +250,7 @@ func (c builtCache) store(lf *layerFile) {
 	})
 	if err != nil {
 		slog.Warn("the new layer could not be cached; going on without it", "err", err)
+		return
 	}
+	c.storeSum(lf.diffID, lf)
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -44,8 +45,8 @@ func TestBuiltLayerCache(t *testing.T) {
 				t.Fatalf("a build that fills the cache made %s, one without a cache %s", res.Digest, clean.Digest)
 			}
 			entries, err := filepath.Glob(filepath.Join(cache, "built", "sha256", "*"))
-			if err != nil || len(entries) != 1 {
-				t.Fatalf("cache entries = %v (%v), want one", entries, err)
+			if err != nil || len(entries) != 2 || entries[1] != entries[0]+".sum" {
+				t.Fatalf("cache entries = %v (%v), want one and its sum", entries, err)
 			}
 			entry := entries[0]
 			blob, err := os.ReadFile(entry)
@@ -54,6 +55,20 @@ func TestBuiltLayerCache(t *testing.T) {
 			}
 			if res, _ := run("second", cache); res.Digest != clean.Digest {
 				t.Fatalf("a build from the cache made %s, want %s", res.Digest, clean.Digest)
+			}
+			// The sum file records the blob; with a wrong one (here, a
+			// damaged one) the blob is checked in full and still serves.
+			if sum, err := os.ReadFile(entry + ".sum"); err != nil || !strings.HasPrefix(string(sum), cleanLayer.String()+" ") {
+				t.Fatalf("the sum file: %q, %v; want the layer %s", sum, err, cleanLayer)
+			}
+			if err := os.WriteFile(entry+".sum", []byte("sha256:"+strings.Repeat("0", 64)+" 1 x\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if res, _ := run("wrong-sum", cache); res.Digest != clean.Digest {
+				t.Fatalf("a build with a wrong sum made %s, want %s", res.Digest, clean.Digest)
+			}
+			if sum, _ := os.ReadFile(entry + ".sum"); !strings.HasPrefix(string(sum), cleanLayer.String()+" ") {
+				t.Errorf("the wrong sum file was not written again: %q", sum)
 			}
 
 			// The cache serves: another valid compression of the same
