@@ -27,6 +27,9 @@
 #    (writes nothing), time and peak RSS of each. It runs at shutdown,
 #    where a node waits a minute or two. Needs root and ostree
 #    (BENCH_NODE=0 skips it).
+# 5. Valid MachineConfigs at the 64 MiB input limit (60 MB: one file, or
+#    20,000): render and verify, time and peak RSS (BENCH_LIMITS=0 skips
+#    it).
 # BENCH_BUILDAH=0 skips buildah. The bases are generated once, under
 # BENCH_DIR (default _bench).
 set -euo pipefail
@@ -242,6 +245,34 @@ buildah_line() { # TIME COLD WARM
   esac
 }
 
+# --- 5. valid MachineConfigs at the input limit (64 MiB) ---------------
+# A 60 MB MachineConfig, one 44 MiB file or 20,000 files of 2.2 KiB:
+# render and verify, one run each, time and peak RSS (BENCH_LIMITS=0
+# skips it). A real rendered config is 170 KB.
+limit_lines=()
+if [ "${BENCH_LIMITS:-1}" = 1 ]; then
+  [ -s "$B/limit-one.json" ] || python3 - "$B" <<'PY'
+import base64, json, random, sys
+d = sys.argv[1]
+rnd = random.Random(1)
+def mc(name, files):
+    return {"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
+            "metadata": {"name": name, "labels": {"machineconfiguration.openshift.io/role": "worker"}},
+            "spec": {"config": {"ignition": {"version": "3.4.0"}, "storage": {"files": files}}}}
+def f(p, n):
+    return {"path": p, "mode": 420, "overwrite": True, "contents": {"source": "data:;base64," + base64.b64encode(rnd.randbytes(n)).decode()}}
+json.dump(mc("99-one", [f("/etc/big.bin", 44 << 20)]), open(f"{d}/limit-one.json", "w"))
+json.dump(mc("99-many", [f(f"/etc/many/f{i:05d}.conf", 2200) for i in range(20000)]), open(f"{d}/limit-many.json", "w"))
+PY
+  for shape in one many; do
+    mcf="$B/limit-$shape.json"
+    read -r t1 m1 < <(rm -rf "$B/limit-out"; measure $mcbake render -f "$mcf" -o "$B/limit-out")
+    read -r t2 m2 < <(measure $mcbake verify --fail-on never -f "$mcf")
+    limit_lines+=("$(printf '  %-38s render %5.1fs peak RSS %4d MB   verify %5.1fs peak RSS %4d MB' "$(basename "$mcf") ($(($(stat -c %s "$mcf") / 1000000)) MB)" "$t1" "$(mb "$m1")" "$t2" "$(mb "$m2")")")
+  done
+  rm -rf "$B/limit-out"
+fi
+
 decoder=$($mcbake version | sed -n 's/^gzip decoder: //p')
 echo "mcbake bench, median of $RUNS runs ($(nproc) cores), gzip decoder: $decoder"
 if [ "${BENCH_PLAIN:-1}" = 1 ]; then
@@ -296,4 +327,9 @@ if [ ${#node_lines[@]} -gt 0 ]; then
 else
   echo
   echo "mcbake-node prepare-revert: skipped (not root, no ostree, or BENCH_NODE=0)"
+fi
+if [ ${#limit_lines[@]} -gt 0 ]; then
+  echo
+  echo "valid MachineConfigs at the input limit (64 MiB; a real rendered config is 170 KB), one run each"
+  printf '%s\n' "${limit_lines[@]}"
 fi
