@@ -14,9 +14,13 @@ import (
 	"github.com/mcbake/mcbake/render"
 )
 
+// FinalizedSchemaVersion is the version of FinalizedReport's JSON format.
+const FinalizedSchemaVersion = 1
+
 // FinalizedReport is what Finalized found in the finalized deployment and
 // did about it.
 type FinalizedReport struct {
+	SchemaVersion int `json:"schemaVersion"`
 	// Pending is the finalized deployment the next boot starts.
 	Pending Deployment `json:"pending"`
 	// Restaged is set when it is not the deployment PrepareRevert
@@ -61,7 +65,7 @@ func Finalized(sysroot string, repair bool) (*FinalizedReport, error) {
 	if err != nil || last == nil {
 		return nil, err
 	}
-	rep := &FinalizedReport{Pending: *pending, Restaged: last.Staged.Dir != pending.Dir}
+	rep := &FinalizedReport{SchemaVersion: FinalizedSchemaVersion, Pending: *pending, Restaged: last.Staged.Dir != pending.Dir}
 	root, err := render.OpenDir(pending.Dir)
 	if err != nil {
 		return nil, err
@@ -236,9 +240,13 @@ func readMachineConfigsIn(varRoot *Root) ([]*machineconfig.MachineConfig, error)
 	return mcs, nil
 }
 
+// BootCheckSchemaVersion is the version of BootCheck's JSON format.
+const BootCheckSchemaVersion = 1
+
 // BootCheck is what Check found on the first boot after a revert.
 type BootCheck struct {
-	Booted Deployment `json:"booted"`
+	SchemaVersion int        `json:"schemaVersion"`
+	Booted        Deployment `json:"booted"`
 	// Prepared is set when the booted deployment is the one PrepareRevert
 	// prepared.
 	Prepared bool    `json:"prepared"`
@@ -289,7 +297,7 @@ func Check(sysroot string, now func() time.Time) (*BootCheck, error) {
 	if err != nil {
 		return nil, err
 	}
-	bc := &BootCheck{Booted: *booted}
+	bc := &BootCheck{SchemaVersion: BootCheckSchemaVersion, Booted: *booted}
 	for _, r := range records {
 		if !r.DryRun && r.Staged.Checksum == booted.Checksum {
 			bc.Prepared = true

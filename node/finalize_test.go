@@ -56,6 +56,9 @@ func TestCheckBeforeBoot(t *testing.T) {
 	if bc == nil || !bc.Prepared || bc.Awaiting != nil || bc.Report == nil {
 		t.Fatalf("Check on B = %+v, want the prepared deployment checked", bc)
 	}
+	if bc.SchemaVersion != node.BootCheckSchemaVersion || bc.Report.SchemaVersion != node.ReportSchemaVersion {
+		t.Errorf("Check on B: schemaVersion %d, report's %d; want %d and %d", bc.SchemaVersion, bc.Report.SchemaVersion, node.BootCheckSchemaVersion, node.ReportSchemaVersion)
+	}
 	if _, err := os.Stat(record); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Check on B kept the record (%v), want it retired", err)
 	}

@@ -102,11 +102,15 @@ func shortDigest(d digest.Digest) string {
 	return string(d)
 }
 
+// ReportSchemaVersion is the version of Report's JSON format.
+const ReportSchemaVersion = 1
+
 // Report is the result of Validate.
 type Report struct {
-	Root       string     `json:"root"`
-	Checked    int        `json:"checked"`
-	Mismatches []Mismatch `json:"mismatches"`
+	SchemaVersion int        `json:"schemaVersion"`
+	Root          string     `json:"root"`
+	Checked       int        `json:"checked"`
+	Mismatches    []Mismatch `json:"mismatches"`
 }
 
 // Validate checks that root holds what the MachineConfigs, rendered
@@ -133,7 +137,7 @@ func renderOn(root *Root, mcs []*machineconfig.MachineConfig) (*render.Result, e
 
 // check compares root with a rendering (see Validate).
 func check(root *Root, res *render.Result) (*Report, error) {
-	rep := &Report{Root: root.Path(), Mismatches: []Mismatch{}}
+	rep := &Report{SchemaVersion: ReportSchemaVersion, Root: root.Path(), Mismatches: []Mismatch{}}
 	for _, e := range res.Entries {
 		if e.Path == render.CurrentConfig || render.CertificateWriterManages(e.Path) {
 			continue

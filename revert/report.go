@@ -34,10 +34,14 @@ func (r ImageRef) Same(o ImageRef) bool {
 	return r.Digest != "" && r.Digest == o.Digest
 }
 
+// ReportSchemaVersion is the version of Report's JSON format.
+const ReportSchemaVersion = 1
+
 // Report is the result of Diff or DiffDerived.
 type Report struct {
-	Base  ImageRef `json:"base"`
-	Image ImageRef `json:"image"`
+	SchemaVersion int      `json:"schemaVersion"`
+	Base          ImageRef `json:"base"`
+	Image         ImageRef `json:"image"`
 	// Owned says where the owned paths come from.
 	Owned Provenance `json:"owned"`
 	// MachineConfigs are the MachineConfigs the owned paths were derived
@@ -71,7 +75,7 @@ func Diff(m *manifest.Manifest, image, base ImageRef, tree render.Root) (*Report
 	if err != nil {
 		return nil, err
 	}
-	return &Report{Base: base, Image: image, Owned: Recorded, Entries: entries, Summary: Summarize(entries)}, nil
+	return &Report{SchemaVersion: ReportSchemaVersion, Base: base, Image: image, Owned: Recorded, Entries: entries, Summary: Summarize(entries)}, nil
 }
 
 // DiffDerived is Diff for a layered image without an ownership manifest
@@ -82,7 +86,7 @@ func DiffDerived(o Ownership, image, base ImageRef, layered, tree render.Root) (
 	if err != nil {
 		return nil, err
 	}
-	return &Report{Base: base, Image: image, Owned: Derived, MachineConfigs: o.Manifest.MachineConfigs, Entries: entries, Summary: Summarize(entries)}, nil
+	return &Report{SchemaVersion: ReportSchemaVersion, Base: base, Image: image, Owned: Derived, MachineConfigs: o.Manifest.MachineConfigs, Entries: entries, Summary: Summarize(entries)}, nil
 }
 
 // Clobbered returns the resolved paths the report marks clobbered, sorted.

@@ -35,10 +35,10 @@ func openNode(cmd *cobra.Command, files []string, dir string) (*nodeInputs, erro
 // RewriteCommand is `rewrite`: a revert plan applied to a node root.
 func RewriteCommand() *cobra.Command {
 	var files []string
-	var planFile, dir string
+	var planFile, dir, format string
 	var dryRun bool
 	cmd := &cobra.Command{
-		Use:   "rewrite --plan FILE -f MC... --root DIR [--dry-run]",
+		Use:   "rewrite --plan FILE -f MC... --root DIR [--dry-run] [--format text|json]",
 		Short: "Rewrite the paths a revert plan names, under a node's root, from the MachineConfigs",
 		Long: `Rewrite makes each planned path under DIR exactly what the MachineConfigs
 want. Content comes from the MachineConfigs, never from the plan alone: every
@@ -50,6 +50,9 @@ RESOLVE_IN_ROOT). A second run writes nothing.`,
   mcbake rewrite --plan plan.json -f worker.yaml --root /sysroot/ostree/deploy/rhcos/deploy/NEW --dry-run`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
 			p, err := revert.ReadPlan(planFile)
 			if err != nil {
 				return err
@@ -62,6 +65,9 @@ RESOLVE_IN_ROOT). A second run writes nothing.`,
 			if err = errors.Join(err, in.root.Close()); err != nil {
 				return err
 			}
+			if format == "json" {
+				return writeJSON(cmd.OutOrStdout(), RewriteResult{SchemaVersion: RewriteSchemaVersion, DryRun: dryRun, Actions: acts})
+			}
 			printActions(cmd, acts, dryRun)
 			return nil
 		},
@@ -70,9 +76,22 @@ RESOLVE_IN_ROOT). A second run writes nothing.`,
 	cmd.Flags().StringVar(&planFile, "plan", "", "revert plan (from mcbake plan)")
 	cmd.Flags().StringVar(&dir, "root", "", "the node's root directory")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say what would be written, write nothing")
+	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
+	CompleteFormat(cmd)
 	_ = cmd.MarkFlagRequired("plan")
 	_ = cmd.MarkFlagRequired("root")
 	return cmd
+}
+
+// RewriteSchemaVersion is the version of RewriteResult's JSON format.
+const RewriteSchemaVersion = 1
+
+// RewriteResult is rewrite's JSON output: what was done (or, with
+// --dry-run, would be done) to each planned path.
+type RewriteResult struct {
+	SchemaVersion int           `json:"schemaVersion"`
+	DryRun        bool          `json:"dryRun,omitempty"`
+	Actions       []node.Action `json:"actions"`
 }
 
 func printActions(cmd *cobra.Command, acts []node.Action, dryRun bool) {
@@ -117,8 +136,8 @@ every mismatch listed.`,
   mcbake ondisk -f machineconfigs/ --root /mnt/node --format json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if format != "text" && format != "json" {
-				return fmt.Errorf("--format %q: want text or json", format)
+			if err := checkFormat(format); err != nil {
+				return err
 			}
 			in, err := openNode(cmd, files, dir)
 			if err != nil {

@@ -360,6 +360,7 @@ func TestDiffPlanRewriteOnDisk(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)
 	}
+	checkVersioned(t, "diff --format json", out)
 	outcomes := map[string]string{}
 	for _, en := range rep.Entries {
 		outcomes[en.Path] = en.Outcome
@@ -426,6 +427,23 @@ func TestDiffPlanRewriteOnDisk(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "nothing to do") {
 		t.Fatalf("second rewrite: exit %d, want 0 and nothing to do\n%s", code, out)
 	}
+	code, out, _ = e.run(append([]string{"rewrite", "--plan", plan, "--root", root, "--dry-run", "--format", "json"}, mcs...)...)
+	var rw struct {
+		DryRun  bool `json:"dryRun"`
+		Actions []struct {
+			Path string `json:"path"`
+			Op   string `json:"op"`
+		} `json:"actions"`
+	}
+	if err := json.Unmarshal([]byte(out), &rw); err != nil || code != 0 || !rw.DryRun || len(rw.Actions) == 0 {
+		t.Fatalf("rewrite --dry-run --format json: exit %d, %v\n%s", code, err, out)
+	}
+	for _, a := range rw.Actions {
+		if a.Op != "unchanged" {
+			t.Errorf("rewrite --format json after a rewrite: %s is %q, want unchanged", a.Path, a.Op)
+		}
+	}
+	checkVersioned(t, "rewrite --format json", out)
 	code, out, _ = e.run(append([]string{"ondisk", "--root", root, "--format", "json"}, mcs...)...)
 	var od struct {
 		Mismatches []struct {
@@ -435,12 +453,25 @@ func TestDiffPlanRewriteOnDisk(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &od); err != nil {
 		t.Fatalf("ondisk json: %v\n%s", err, out)
 	}
+	checkVersioned(t, "ondisk --format json", out)
 	for _, m := range od.Mismatches {
 		if !strings.HasPrefix(m.Path, "/var/") {
 			t.Errorf("after rewrite, ondisk still reports %s (only /var paths, which a revert never touches, may remain)", m.Path)
 		}
 	}
 	_ = code
+}
+
+// checkVersioned fails unless out, a command's JSON output, is an object
+// with a positive integer schemaVersion (docs/usage.md, Output formats).
+func checkVersioned(t *testing.T, what, out string) {
+	t.Helper()
+	var v struct {
+		SchemaVersion *int `json:"schemaVersion"`
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil || v.SchemaVersion == nil || *v.SchemaVersion < 1 {
+		t.Errorf("%s: no schemaVersion (%v):\n%.300s", what, err, out)
+	}
 }
 
 // writeTree materialises an unpacked image under dir (as root: with owners).
