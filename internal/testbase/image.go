@@ -26,7 +26,10 @@ const (
 const Title = "rhcos-like-test-base"
 
 // created is the fixed creation time of every image and history entry.
-var created = time.Date(2025, time.January, 1, 0, 0, 0, 0, time.UTC)
+// Created is every test base's creation time (config and history).
+var Created = time.Date(2025, time.January, 1, 0, 0, 0, 0, time.UTC)
+
+var created = Created
 
 // writeImages writes one image per platform and, for several platforms,
 // the index listing them; it returns the descriptor index.json points at.

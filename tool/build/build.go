@@ -39,7 +39,8 @@ type Options struct {
 	// Compression of the new layer: Gzip (default) or Zstd.
 	Compression string
 	// Timestamp is the mtime of every entry of the new layer and the
-	// image's creation time (from --timestamp or SOURCE_DATE_EPOCH).
+	// image's creation time (from --timestamp or SOURCE_DATE_EPOCH); when
+	// zero, the base's creation time (see Prepared.Time).
 	Timestamp time.Time
 	Images    image.Options
 	// CacheDir holds the base index cache and the new layers compressed
@@ -267,7 +268,7 @@ func prepareAppend(b *image.Base, opts Options, tmp string) (*Prepared, image.Ap
 	if err != nil {
 		return nil, image.AppendOptions{}, err
 	}
-	lf, err := writeLayer(tmp, opts.CacheDir, layerEntries(p.Rendered.Entries, extra, opts.Time()), opts.Compression)
+	lf, err := writeLayer(tmp, opts.CacheDir, layerEntries(p.Rendered.Entries, extra, p.Time), opts.Compression)
 	if err != nil {
 		return nil, image.AppendOptions{}, fmt.Errorf("writing the new layer: %w", err)
 	}
@@ -276,7 +277,7 @@ func prepareAppend(b *image.Base, opts Options, tmp string) (*Prepared, image.Ap
 			History: "mcbake build: " + strings.Join(p.names(), ",")},
 		Labels:      p.Labels(),
 		Annotations: p.Annotations(),
-		Created:     opts.Time(),
+		Created:     p.Time,
 		Progress:    opts.PushProgress,
 	}, nil
 }
@@ -299,6 +300,11 @@ type Prepared struct {
 	Own []render.Entry
 	// GuardDigest is the digest of the guard's binary, when it has one.
 	GuardDigest digest.Digest
+	// Time is the new image's creation time and its layer's mtime:
+	// Options.Timestamp, else the base's creation time, so that a build
+	// is reproducible without SOURCE_DATE_EPOCH and `podman images`
+	// does not show it created in 1970 (docs/usage.md, Building images).
+	Time time.Time
 	// ExtraLabels and ExtraAnnotations are the caller's (Options.Labels,
 	// Options.Annotations), included in Labels and Annotations.
 	ExtraLabels, ExtraAnnotations map[string]string
@@ -325,7 +331,7 @@ func (o Options) guardFor(arch string) ([]byte, error) {
 // and opts.Guard, it prepares a guard-only build.
 func Prepare(b *image.Base, opts Options) (*Prepared, error) {
 	tree := b.Tree()
-	p := &Prepared{BaseRef: opts.Base, BaseDigest: b.Digest(), Tree: tree}
+	p := &Prepared{BaseRef: opts.Base, BaseDigest: b.Digest(), Tree: tree, Time: opts.timeFor(b.Image.Config().Created)}
 	p.ExtraLabels, p.ExtraAnnotations = maps.Clone(opts.Labels), maps.Clone(opts.Annotations)
 	if err := p.checkExtra(); err != nil {
 		return nil, err
@@ -475,11 +481,16 @@ func portableName(ref string) string {
 	return r.Name()
 }
 
-// Time is the build's timestamp as images record it: opts.Timestamp in
-// whole seconds, UTC, and the Unix epoch when it is zero.
-func (o Options) Time() time.Time {
-	if o.Timestamp.IsZero() {
+// timeFor is the build's timestamp as images record it, in whole
+// seconds, UTC: o.Timestamp, else base (the base's creation time), else
+// the Unix epoch.
+func (o Options) timeFor(base *time.Time) time.Time {
+	t := o.Timestamp
+	if t.IsZero() && base != nil {
+		t = *base
+	}
+	if t.IsZero() {
 		return time.Unix(0, 0).UTC()
 	}
-	return o.Timestamp.Truncate(time.Second).UTC()
+	return t.Truncate(time.Second).UTC()
 }

@@ -1095,3 +1095,49 @@ func TestBaseDropinsOfEnabledUnit(t *testing.T) {
 	}
 	t.Errorf("the manifest has no %s, the link the base drop-in's [Install] makes", link)
 }
+
+// TestCreatedDefault: without a timestamp a build is dated the base's
+// creation (config.created, history and layer mtimes), reproducibly, not
+// 1970; a timestamp wins over it.
+func TestCreatedDefault(t *testing.T) {
+	e := newEnv(t)
+	baseRef := e.writeBase(t)
+	ctx := context.Background()
+	b, err := image.Open(ctx, baseRef, e.images)
+	if err != nil {
+		t.Fatal(err)
+	}
+	baseCreated := b.Config().Created
+	b.Close()
+	if baseCreated == nil {
+		t.Fatal("the test base has no created time")
+	}
+	for _, c := range []struct {
+		name string
+		ts   time.Time
+		want time.Time
+	}{
+		{"default", time.Time{}, baseCreated.UTC()},
+		{"timestamp", time.Unix(1700000000, 0), time.Unix(1700000000, 0).UTC()},
+	} {
+		opts := e.options(baseRef, "oci:"+filepath.Join(e.dir, c.name)+":latest", parityMC(t, ""))
+		opts.Timestamp = c.ts
+		res, err := build.Image(ctx, opts)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		im, err := image.Open(ctx, opts.Output, e.images)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := im.Config()
+		im.Close()
+		last := cfg.History[len(cfg.History)-1]
+		if cfg.Created == nil || !cfg.Created.Equal(c.want) || last.Created == nil || !last.Created.Equal(c.want) {
+			t.Errorf("%s: created %v, history %v; want %v", c.name, cfg.Created, last.Created, c.want)
+		}
+		if again, err := build.Image(ctx, opts); err != nil || again.ManifestDigest != res.ManifestDigest {
+			t.Errorf("%s: a second build = %v, %s; want the same digest %s", c.name, err, again.ManifestDigest, res.ManifestDigest)
+		}
+	}
+}

@@ -67,7 +67,7 @@ func engineOptions(opts build.Options, p *build.Prepared) (Options, error) {
 		Images:      opts.Images,
 		Store:       engineStore(opts, cache),
 		BlobDir:     filepath.Join(cache, "buildah", "blobs"),
-		Timestamp:   opts.Time(),
+		Timestamp:   p.Time,
 		Compression: opts.Compression,
 		Annotations: p.Annotations(),
 		BaseDiffIDs: p.BaseDiffIDs,

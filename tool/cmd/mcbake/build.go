@@ -157,7 +157,7 @@ containers-storage:NAME or docker://REF.`,
 	fl.StringVar(&opts.Base, "base", "", "base image reference")
 	fl.StringVarP(&opts.Output, "output", "o", "", "destination image reference")
 	fl.StringVar(&opts.Compression, "compression", build.Gzip, "new layer compression: gzip or zstd")
-	fl.StringVar(&timestamp, "timestamp", "", "layer mtime and image creation time, Unix seconds (default: $SOURCE_DATE_EPOCH, else 0)")
+	fl.StringVar(&timestamp, "timestamp", "", "layer mtime and image creation time, Unix seconds (default: $SOURCE_DATE_EPOCH, else the base image's creation time)")
 	fl.StringVar(&digestFile, "digestfile", "", "write the resulting image digest to this file")
 	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress output")
 	fl.StringVar(&engine, "engine", engineAppend, "append (native, default) or buildah (buildah's library, from templates/Containerfile.tmpl)")
@@ -213,14 +213,15 @@ func engineNamed(name string) (build.Engine, error) {
 	return nil, fmt.Errorf("--engine %q: want append or buildah", name)
 }
 
-// buildTime picks --timestamp, else SOURCE_DATE_EPOCH, else the epoch.
+// buildTime picks --timestamp, else SOURCE_DATE_EPOCH, else zero: the
+// base's creation time (build.Prepared.Time).
 func buildTime(flag string) (time.Time, error) {
 	v, from := flag, "--timestamp"
 	if v == "" {
 		v, from = os.Getenv("SOURCE_DATE_EPOCH"), "SOURCE_DATE_EPOCH"
 	}
 	if v == "" {
-		return time.Unix(0, 0).UTC(), nil
+		return time.Time{}, nil
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 {
