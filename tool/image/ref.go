@@ -30,6 +30,10 @@ var supportedTransports = []string{
 	transportDir, transportStorage, transportDocker,
 }
 
+// Transports are the transports mcbake reads and writes, as a
+// reference spells them before the colon ("oci", "docker", ...).
+func Transports() []string { return slices.Clone(supportedTransports) }
+
 // otherTransports are containers/image transports mcbake does not offer; a
 // reference naming one gets a clearer error than "missing transport".
 var otherTransports = []string{"docker-daemon", "ostree", "sif", "tarball"}

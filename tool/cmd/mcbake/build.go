@@ -168,6 +168,7 @@ containers-storage:NAME or docker://REF.`,
 	fl.StringVar(&guardBinary, "guard-binary", "", "the revert guard's static node binary (default: the one built into mcbake)")
 	fl.StringVar(&opts.ContainerfileAppend, "containerfile-append", "", "extra Containerfile instructions (buildah engine and --render-only), e.g. RPM installs")
 	_ = cmd.MarkFlagRequired("base")
+	completeImageRefs(cmd, "base", "output")
 	_ = cmd.MarkFlagRequired("output")
 	completeValues(cmd, "compression", build.Gzip, build.Zstd)
 	completeValues(cmd, "engine", engineAppend, engineBuildah)

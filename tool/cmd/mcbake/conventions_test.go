@@ -83,6 +83,10 @@ func TestFlagValueCompletion(t *testing.T) {
 		{[]string{"build", "--platform", ""}, []string{"linux/amd64", "all"}},
 		{[]string{"ondisk", "--format", ""}, []string{"text", "json"}},
 		{[]string{"version", "--log-level", ""}, []string{"debug", "warn"}},
+		{[]string{"build", "--base", ""}, []string{"oci:", "docker://", "containers-storage:", "oci-archive:"}},
+		{[]string{"build", "-o", "d"}, []string{"docker://", "docker-archive:", "dir:"}},
+		{[]string{"diff", "--image", "oci:"}, []string{"oci:testdata/"}},
+		{[]string{"verify", "--base", "oci:testdata/"}, []string{"oci:testdata/" + firstEntry(t, "testdata")}},
 	}
 	for _, tt := range tests {
 		code, stdout, stderr := e.run(append([]string{"__complete"}, tt.args...)...)
@@ -100,6 +104,20 @@ func TestFlagValueCompletion(t *testing.T) {
 			}
 		}
 	}
+}
+
+// firstEntry is the name of dir's first entry (a directory gets its
+// slash, as completion writes it).
+func firstEntry(t *testing.T, dir string) string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) == 0 {
+		t.Fatalf("%s: %v (no entries)", dir, err)
+	}
+	if entries[0].IsDir() {
+		return entries[0].Name() + "/"
+	}
+	return entries[0].Name()
 }
 
 // TestDiffExitCode: with --exit-code, diff exits 1 when a revert clobbers

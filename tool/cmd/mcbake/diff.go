@@ -36,6 +36,7 @@ func (f *diffFlags) register(cmd *cobra.Command, allowManifest bool) {
 	cli.AddPoolFlag(cmd)
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress output")
 	_ = cmd.MarkFlagRequired("base")
+	completeImageRefs(cmd, "base", "image")
 }
 
 // report runs the diff: one library call.

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -147,6 +149,56 @@ func boolPtr(v bool) *bool { return &v }
 // completeValues makes a flag complete to a fixed list of values.
 func completeValues(cmd *cobra.Command, flag string, values ...string) {
 	_ = cmd.RegisterFlagCompletionFunc(flag, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp))
+}
+
+// completeImageRefs makes flags that take an image reference complete
+// to a transport ("oci:", "docker://", ...), then, after a local
+// transport's colon, to the paths under it (a layout directory, an
+// archive).
+func completeImageRefs(cmd *cobra.Command, flags ...string) {
+	for _, f := range flags {
+		_ = cmd.RegisterFlagCompletionFunc(f, completeImageRef)
+	}
+}
+
+func completeImageRef(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	transport, rest, ok := strings.Cut(toComplete, ":")
+	if !ok {
+		var out []cobra.Completion
+		for _, t := range image.Transports() {
+			if !strings.HasPrefix(t, toComplete) {
+				continue
+			}
+			if t == "docker" {
+				out = append(out, "docker://")
+			} else {
+				out = append(out, t+":")
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveNoFileComp
+	}
+	switch transport {
+	case "oci", "oci-archive", "docker-archive", "dir":
+	default:
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	dir, prefix := filepath.Split(rest)
+	entries, err := os.ReadDir(cmp.Or(dir, "."))
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var out []cobra.Completion
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), prefix) || (strings.HasPrefix(e.Name(), ".") && !strings.HasPrefix(prefix, ".")) {
+			continue
+		}
+		name := transport + ":" + dir + e.Name()
+		if e.IsDir() {
+			name += "/"
+		}
+		out = append(out, name)
+	}
+	return out, cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveNoFileComp
 }
 
 // completeDirs makes flags complete to directories.

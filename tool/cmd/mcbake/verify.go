@@ -100,6 +100,7 @@ unreadable file, invalid image).`,
 	fl.BoolVar(&listRules, "list-rules", false, "print the rules and exit")
 	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress output")
 	completeValues(cmd, "format", verify.FormatText, "json", "junit", "sarif", "junit=", "sarif=", "json=")
+	completeImageRefs(cmd, "base")
 	completeValues(cmd, "fail-on", "error", "warning", "info", "never")
 	_ = cmd.RegisterFlagCompletionFunc("disable", completeRules)
 	_ = cmd.RegisterFlagCompletionFunc("severity", completeSeverities)
