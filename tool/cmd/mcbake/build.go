@@ -92,7 +92,7 @@ containers-storage:NAME or docker://REF.`,
 				return err
 			}
 			rep := progress.New(cmd.ErrOrStderr(), quiet)
-			opts.Progress = func(layer string, total, n int64) { rep.Update(short(layer), total, n) }
+			opts.Progress = func(layer string, total, n int64) { rep.Update("read "+short(layer), total, n) }
 			var pushed image.Transfer
 			opts.PushProgress = func(p image.BlobProgress) {
 				pushed.Add(p)

@@ -191,3 +191,32 @@ func TestTLSVerifyFlags(t *testing.T) {
 }
 
 func equalPtr(a, b *bool) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+// TestProgressSaysReadOrWrite: in a pipe, every progress line of a cold
+// build names a blob and says whether it is read (the base's layers,
+// indexed) or written (the image's blobs).
+func TestProgressSaysReadOrWrite(t *testing.T) {
+	e := newEnv(t)
+	out := "oci:" + filepath.Join(e.dir, "progress") + ":latest"
+	args := append([]string{"build", "--base", e.base, "-o", out, "-f", workerMC}, e.imageArgs()...)
+	code, _, stderr := e.run(args...)
+	if code != 0 {
+		t.Fatalf("build: exit %d\n%s", code, stderr)
+	}
+	reads := 0
+	for _, line := range strings.Split(stderr, "\n") {
+		if !strings.Contains(line, "%") || !strings.Contains(line, " of ") {
+			continue // not a progress line
+		}
+		switch {
+		case strings.HasPrefix(line, "read sha256:"):
+			reads++
+		case strings.HasPrefix(line, "write sha256:"):
+		default:
+			t.Errorf("progress line %q says neither read nor write", line)
+		}
+	}
+	if reads == 0 {
+		t.Errorf("a cold build printed no read progress:\n%s", stderr)
+	}
+}

@@ -49,7 +49,7 @@ func (f *diffFlags) report(cmd *cobra.Command) (*revert.Report, error) {
 	defer rep.Wait()
 	r, err := verify.Diff(cmd.Context(), verify.DiffOptions{Base: f.baseRef, Image: f.imageRef, ManifestFile: f.manifestFile,
 		MachineConfigs: f.mcs, Stdin: cmd.InOrStdin(), Pool: cli.Pool(cmd), Skipped: cli.SkippedPrinter(cmd),
-		Images: opts, CacheDir: cacheDir, Progress: func(layer string, total, n int64) { rep.Update(short(layer), total, n) }})
+		Images: opts, CacheDir: cacheDir, Progress: func(layer string, total, n int64) { rep.Update("read "+short(layer), total, n) }})
 	switch {
 	case errors.Is(err, verify.ErrImageOrManifest):
 		return nil, errors.New("give exactly one of --image IMAGE or --manifest FILE")

@@ -62,7 +62,7 @@ unreadable file, invalid image).`,
 			opts.Stdin, opts.Tool, opts.Pool = cmd.InOrStdin(), verify.Tool{Name: "mcbake", Version: version}, cli.Pool(cmd)
 			opts.Skipped = cli.SkippedPrinter(cmd)
 			rep := progress.New(cmd.ErrOrStderr(), quiet || opts.Base == "")
-			opts.Progress = func(layer string, total, n int64) { rep.Update(short(layer), total, n) }
+			opts.Progress = func(layer string, total, n int64) { rep.Update("read "+short(layer), total, n) }
 			r, err := verify.Run(cmd.Context(), opts)
 			rep.Wait()
 			var unknown *verify.UnknownRuleError
