@@ -273,10 +273,14 @@ PY
   rm -rf "$B/limit-out"
 fi
 
-decoder=$($mcbake version | sed -n 's/^gzip decoder: //p')
-echo "mcbake bench, median of $RUNS runs ($(nproc) cores), gzip decoder: $decoder"
-if [ "${BENCH_PLAIN:-1}" = 1 ]; then
-  cat <<EOF2
+# report prints the figures; they go to the terminal, to $B/report.txt
+# and into docs/benchmarks.md's generated section (BENCH_DOC=0 leaves the
+# document alone: a run with smaller bases, say).
+report() {
+  decoder=$($mcbake version | sed -n 's/^gzip decoder: //p')
+  echo "mcbake bench, median of $RUNS runs ($(nproc) cores), gzip decoder: $decoder"
+  if [ "${BENCH_PLAIN:-1}" = 1 ]; then
+    cat <<EOF2
 
 RHCOS-like base: $SIZE / $FILES files / $LAYERS layers
   decompress base layers (gzip -dc) ${t_gzip}s      [anchor]
@@ -287,17 +291,17 @@ RHCOS-like base: $SIZE / $FILES files / $LAYERS layers
   mcbake diff, cold cache           ${t_cold_diff}s      $(ratio "$t_cold_diff" "$t_gzip")x decompression   (target <= 1.3x)   peak RSS $(mb "$rss_cold_diff") MB (target <= 200 MB)
   mcbake diff, warm cache           ${t_warm_diff}s      $(ms "$t_warm_diff") ms              (target <= 100 ms)
 EOF2
-fi
-echo
-echo "ostree-shaped base: $OSIZE / $OFILES files (each an object and a hard link) / $OLAYERS layers"
-echo "  decompress the gzip form's layers  ${o_gzip}s      [anchor]"
-echo "  mcbake version (the floor)         ${t_floor}s      $(ms "$t_floor") ms: package initialisation, before any work"
-for f in "${forms[@]}"; do
-  case $f in
-  gzip) target="<= 0.6x" ;;
-  *) target="<= 0.1x" ;;
-  esac
-  cat <<EOF2
+  fi
+  echo
+  echo "ostree-shaped base: $OSIZE / $OFILES files (each an object and a hard link) / $OLAYERS layers"
+  echo "  decompress the gzip form's layers  ${o_gzip}s      [anchor]"
+  echo "  mcbake version (the floor)         ${t_floor}s      $(ms "$t_floor") ms: package initialisation, before any work"
+  for f in "${forms[@]}"; do
+    case $f in
+    gzip) target="<= 0.6x" ;;
+    *) target="<= 0.1x" ;;
+    esac
+    cat <<EOF2
   $f
     mcbake build, cold cache        ${cold_b[$f]}s      $(ratio "${cold_b[$f]}" "$o_gzip")x decompression   (target $target)   peak RSS $(mb "${rss[$f]}") MB
     mcbake build, warm cache        ${warm_b[$f]}s      $(ms "${warm_b[$f]}") ms              (target <= 30 ms)
@@ -305,31 +309,39 @@ for f in "${forms[@]}"; do
     mcbake diff, cold cache         ${cold_d[$f]}s      $(ratio "${cold_d[$f]}" "$o_gzip")x decompression
     mcbake diff, warm cache         ${warm_d[$f]}s      $(ms "${warm_d[$f]}") ms              (target <= 15 ms)
 EOF2
-  if [ "$f" = gzip ] && [ -n "$t_go_cold" ]; then
-    echo "    ... cold, Go's gzip decoder     ${t_go_cold}s      $(ratio "$t_go_cold" "$o_gzip")x decompression (MCBAKE_GZIP_DECODER=go)"
-    if awk -v g="$t_go_cold" -v i="${cold_b[gzip]}" 'BEGIN { exit !(g < i) }'; then
-      echo "    WARNING: ISA-L's build is slower than Go's decoder's here: a regression (TestISALClearsUpper is one)"
+    if [ "$f" = gzip ] && [ -n "$t_go_cold" ]; then
+      echo "    ... cold, Go's gzip decoder     ${t_go_cold}s      $(ratio "$t_go_cold" "$o_gzip")x decompression (MCBAKE_GZIP_DECODER=go)"
+      if awk -v g="$t_go_cold" -v i="${cold_b[gzip]}" 'BEGIN { exit !(g < i) }'; then
+        echo "    WARNING: ISA-L's build is slower than Go's decoder's here: a regression (TestISALClearsUpper is one)"
+      fi
     fi
-  fi
-done
-$root || echo "  containers-storage: skipped (not root)"
-if [ ${#mforms[@]} -gt 0 ]; then
-  echo
-  echo "peak memory: the ostree shape with $MFILES files (over $((MFILES * 2)) entries) / $OLAYERS layers, one cold and one warm build"
-  for f in "${mforms[@]}"; do
-    printf '  %-20s cold build peak RSS %s MB (target <= 200 MB), warm %s MB\n' "$f" "$(mb "${mem_rss[$f]}")" "$(mb "${mem_warm[$f]}")"
   done
-fi
-if [ ${#node_lines[@]} -gt 0 ]; then
-  echo
-  echo "mcbake-node prepare-revert (node.Prepare) on real-ostree deployments, owned files under /etc, one run each (the staging is not counted)"
-  printf '%s\n' "${node_lines[@]}"
-else
-  echo
-  echo "mcbake-node prepare-revert: skipped (not root, no ostree, or BENCH_NODE=0)"
-fi
-if [ ${#limit_lines[@]} -gt 0 ]; then
-  echo
-  echo "valid MachineConfigs at the input limit (64 MiB; a real rendered config is 170 KB), one run each"
-  printf '%s\n' "${limit_lines[@]}"
+  $root || echo "  containers-storage: skipped (not root)"
+  if [ ${#mforms[@]} -gt 0 ]; then
+    echo
+    echo "peak memory: the ostree shape with $MFILES files (over $((MFILES * 2)) entries) / $OLAYERS layers, one cold and one warm build"
+    for f in "${mforms[@]}"; do
+      printf '  %-20s cold build peak RSS %s MB (target <= 200 MB), warm %s MB\n' "$f" "$(mb "${mem_rss[$f]}")" "$(mb "${mem_warm[$f]}")"
+    done
+  fi
+  if [ ${#node_lines[@]} -gt 0 ]; then
+    echo
+    echo "mcbake-node prepare-revert (node.Prepare) on real-ostree deployments, owned files under /etc, one run each (the staging is not counted)"
+    printf '%s\n' "${node_lines[@]}"
+  else
+    echo
+    echo "mcbake-node prepare-revert: skipped (not root, no ostree, or BENCH_NODE=0)"
+  fi
+  if [ ${#limit_lines[@]} -gt 0 ]; then
+    echo
+    echo "valid MachineConfigs at the input limit (64 MiB; a real rendered config is 170 KB), one run each"
+    printf '%s\n' "${limit_lines[@]}"
+  fi
+}
+report | tee "$B/report.txt"
+if [ "${BENCH_DOC:-1}" = 1 ]; then
+  cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+  header="\`make bench\` at $(git describe --tags --always --dirty 2>/dev/null || echo unknown), $(date -u +%Y-%m-%d), $(nproc) cores ($cpu)"
+  go run ./hack/benchdoc docs/benchmarks.md "$B/report.txt" "$header"
+  echo "docs/benchmarks.md: the figures above are in its generated section"
 fi
