@@ -3,8 +3,8 @@
 # buildah, crun; systemd's systemctl for render's systemd differential tests;
 # docker-registry for the registry tests; busybox-static for `make image`
 # (with ca-certificates); qemu, mmdebstrap and e2fsprogs for
-# internal/ostreevm; libblkid's headers for building ignition in
-# internal/ignitiontest; ISA-L's, for the isal build tag's gzip decoder)
+# internal/testing/ostreevm; libblkid's headers for building ignition in
+# internal/testing/ignitiontest; ISA-L's, for the isal build tag's gzip decoder)
 # when they are missing. Needs root for apt-get;
 # otherwise it only says what is missing, and the tests that need them skip.
 set -euo pipefail

@@ -16,8 +16,8 @@ import (
 	"github.com/opencontainers/go-digest"
 	"golang.org/x/sys/unix"
 
-	"github.com/mcbake/mcbake/internal/ostreetest"
-	"github.com/mcbake/mcbake/internal/roottest"
+	"github.com/mcbake/mcbake/internal/testing/ostreetest"
+	"github.com/mcbake/mcbake/internal/testing/roottest"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/node"

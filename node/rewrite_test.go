@@ -14,7 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/mcbake/mcbake/internal/roottest"
+	"github.com/mcbake/mcbake/internal/testing/roottest"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/render"
 )

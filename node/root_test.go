@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/opencontainers/go-digest"
 
-	"github.com/mcbake/mcbake/internal/roottest"
+	"github.com/mcbake/mcbake/internal/testing/roottest"
 	"github.com/mcbake/mcbake/manifest"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
 
-	"github.com/mcbake/mcbake/internal/roottest"
+	"github.com/mcbake/mcbake/internal/testing/roottest"
 	"github.com/mcbake/mcbake/node"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
 
-	"github.com/mcbake/mcbake/internal/systemdtest"
+	"github.com/mcbake/mcbake/internal/testing/systemdtest"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
 )
@@ -24,7 +24,7 @@ import (
 // The systemd differential tests (docs/design.md, "What the
 // machine-config-daemon writes") render MachineConfigs against a base tree
 // and replay the MCD on another copy of the same tree with the real systemctl
-// --root (internal/systemdtest); every path under /etc/systemd/system
+// --root (internal/testing/systemdtest); every path under /etc/systemd/system
 // must end the same (type, mode, symlink target, content), and where the
 // replay fails the rendering must refuse.
 

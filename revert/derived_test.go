@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/mcbake/mcbake/internal/testbase"
+	"github.com/mcbake/mcbake/internal/testing/testbase"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/revert"
 )
@@ -49,7 +49,7 @@ func derivedImage() testbase.Layer {
 // TestPredictDerived checks each rule of PredictDerived for an image
 // without a manifest, whose defaults are compared with what the
 // machine-config-daemon writes (the merge rules are pinned against real
-// ostree by internal/ostreetest's TestMerge; the whole against ostree by
+// ostree by internal/testing/ostreetest's TestMerge; the whole against ostree by
 // TestRevertEndToEndIgnitionImage).
 func TestPredictDerived(t *testing.T) {
 	b := compareIndex(t, testbase.Options{ExtraLayers: []testbase.Layer{derivedBase()}})

@@ -13,13 +13,13 @@ import (
 
 	"github.com/mcbake/mcbake/internal/baseindex"
 	"github.com/mcbake/mcbake/internal/ocilayout"
-	"github.com/mcbake/mcbake/internal/testbase"
+	"github.com/mcbake/mcbake/internal/testing/testbase"
 	"github.com/mcbake/mcbake/render"
 )
 
 // compareIndex writes the test base with opts as an OCI layout and
 // indexes it as a build indexes a base (internal/baseindex), without a
-// cache. The tests that build images on it are in tool/revert.
+// cache. The tests that build images on it are in tool/e2e/revert.
 func compareIndex(t *testing.T, opts testbase.Options) render.Root {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "base")

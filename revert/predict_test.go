@@ -14,7 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/opencontainers/go-digest"
 
-	"github.com/mcbake/mcbake/internal/testbase"
+	"github.com/mcbake/mcbake/internal/testing/testbase"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/render"
 )

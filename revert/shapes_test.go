@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/mcbake/mcbake/internal/nodetest"
-	"github.com/mcbake/mcbake/internal/ostreetest"
+	"github.com/mcbake/mcbake/internal/testing/nodetest"
+	"github.com/mcbake/mcbake/internal/testing/ostreetest"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/revert"
 )

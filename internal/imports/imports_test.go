@@ -1,8 +1,9 @@
 // Package imports holds the tests that keep mcbake's package map honest
 // (docs/design.md, "Packages"): the library packages a node or another
 // program imports build without cgo and without any containers/* module,
-// the library's module requires none, and in the tool's module only one
-// package talks to each of containers/image+storage and buildah.
+// the library's module requires none, in the tool's module only one
+// package talks to each of containers/image+storage and buildah, and the
+// test harnesses (internal/testing/...) stay out of production code.
 package imports
 
 import (
@@ -157,5 +158,36 @@ func TestLibraryModule(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatalf("go mod graph in %s lists no requirement of %s", libraryDir, self)
+	}
+}
+
+// TestHarnessesOnlyInTests: the test harnesses under internal/testing/ and
+// tool/internal/testing/ are imported by tests, by other harnesses, by the
+// end-to-end test packages (tool/e2e/...) and by the base generator's
+// command (tool/internal/mkbase, for the demo and the benchmarks); never
+// by a package mcbake or mcbake-node is built from.
+func TestHarnessesOnlyInTests(t *testing.T) {
+	isHarness := func(path string) bool {
+		return strings.HasPrefix(path, module+"internal/testing/") || strings.HasPrefix(path, module+"tool/internal/testing/")
+	}
+	mayImport := func(path string) bool {
+		return isHarness(path) || strings.HasPrefix(path, module+"tool/e2e/") || path == module+"tool/internal/mkbase"
+	}
+	pkgs := list(t, libraryDir, []string{"GOFLAGS="}, "./...")
+	pkgs = append(pkgs, list(t, toolDir, []string{"GOFLAGS=-tags=containers_image_openpgp,exclude_graphdriver_btrfs"}, "./...")...)
+	n := 0
+	for _, p := range pkgs {
+		if isHarness(p.ImportPath) {
+			n++
+			continue
+		}
+		for _, imp := range p.Imports {
+			if isHarness(imp) && !mayImport(p.ImportPath) {
+				t.Errorf("%s imports the test harness %s outside its tests", p.ImportPath, imp)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("go list found no package under internal/testing/ or tool/internal/testing/")
 	}
 }

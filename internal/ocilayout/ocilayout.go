@@ -1,7 +1,7 @@
 // Package ocilayout writes the pieces of OCI image layouts the test
-// harnesses make by hand (internal/ostreevm packs a booted system's tree,
-// internal/ignitiontest appends the layer of what ignition-apply changed,
-// internal/ostreetest re-encodes layers for ostree): gzip layer blobs with
+// harnesses make by hand (internal/testing/ostreevm packs a booted system's tree,
+// internal/testing/ignitiontest appends the layer of what ignition-apply changed,
+// internal/testing/ostreetest re-encodes layers for ostree): gzip layer blobs with
 // their diff IDs, JSON blobs, and the JSON files of a layout. It uses the
 // standard library only, so that those harnesses stay free of the image
 // libraries mcbake's own image code uses: the layouts they write are

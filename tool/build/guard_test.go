@@ -15,8 +15,8 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/mcbake/mcbake/internal/decompress"
-	"github.com/mcbake/mcbake/internal/ostreetest"
-	"github.com/mcbake/mcbake/internal/testbase"
+	"github.com/mcbake/mcbake/internal/testing/ostreetest"
+	"github.com/mcbake/mcbake/internal/testing/testbase"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/tool/build"
 	"github.com/mcbake/mcbake/tool/guard"

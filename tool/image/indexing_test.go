@@ -22,7 +22,7 @@ import (
 	imgspecv1 "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/mcbake/mcbake/internal/baseindex"
-	"github.com/mcbake/mcbake/internal/testbase"
+	"github.com/mcbake/mcbake/internal/testing/testbase"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/revert"

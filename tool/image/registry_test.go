@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcbake/mcbake/tool/internal/registrytest"
+	"github.com/mcbake/mcbake/tool/internal/testing/registrytest"
 )
 
 // registryCase is a registry holding the base fixture at os/base:latest,

@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/mcbake/mcbake/internal/ignitiontest"
+	"github.com/mcbake/mcbake/internal/testing/ignitiontest"
 )
 
 // appliedConfig is what the image built by ignition-apply bakes: files

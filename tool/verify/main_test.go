@@ -18,7 +18,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/mcbake/mcbake/internal/testbase"
+	"github.com/mcbake/mcbake/internal/testing/testbase"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/render"

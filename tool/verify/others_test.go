@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/mcbake/mcbake/internal/testbase"
+	"github.com/mcbake/mcbake/internal/testing/testbase"
 	"github.com/mcbake/mcbake/revert"
 	"github.com/mcbake/mcbake/tool/build"
 	"github.com/mcbake/mcbake/tool/guard"

@@ -18,7 +18,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/mcbake/mcbake/internal/decompress"
-	"github.com/mcbake/mcbake/internal/testbase"
+	"github.com/mcbake/mcbake/internal/testing/testbase"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/tool/guard"
 	"github.com/mcbake/mcbake/tool/image"

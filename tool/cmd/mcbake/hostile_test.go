@@ -18,7 +18,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	"golang.org/x/sys/unix"
 
-	"github.com/mcbake/mcbake/internal/roottest"
+	"github.com/mcbake/mcbake/internal/testing/roottest"
 )
 
 // hostileMC enables a unit the root has (so its unit file is read), and

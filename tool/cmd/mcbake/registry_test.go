@@ -20,8 +20,8 @@ import (
 	"github.com/containers/image/v5/signature/sigstore"
 	"github.com/opencontainers/go-digest"
 
-	"github.com/mcbake/mcbake/internal/testbase"
-	"github.com/mcbake/mcbake/tool/internal/registrytest"
+	"github.com/mcbake/mcbake/internal/testing/testbase"
+	"github.com/mcbake/mcbake/tool/internal/testing/registrytest"
 )
 
 // regEnv is an env with a real registry holding the generated base at

@@ -19,9 +19,9 @@ import (
 	"github.com/opencontainers/go-digest"
 	"golang.org/x/sys/unix"
 
-	"github.com/mcbake/mcbake/internal/nodetest"
-	"github.com/mcbake/mcbake/internal/ostreetest"
-	"github.com/mcbake/mcbake/internal/testbase"
+	"github.com/mcbake/mcbake/internal/testing/nodetest"
+	"github.com/mcbake/mcbake/internal/testing/ostreetest"
+	"github.com/mcbake/mcbake/internal/testing/testbase"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/node"
@@ -50,7 +50,7 @@ const e2eRegistries = "unqualified-search-registries = [\"registry.example.com\"
 // /etc/systemd/system/mcbake-e2e.service.
 const e2eUnit = "[Unit]\nDescription=mcbake e2e\n[Service]\nExecStart=/usr/bin/true\n[Install]\nWantedBy=multi-user.target\n"
 
-const workerFixture = "../../testdata/machineconfigs/rendered-worker-aws.json"
+const workerFixture = "../../../testdata/machineconfigs/rendered-worker-aws.json"
 
 // e2eBaseLayer adds to the default test base the files testdata's
 // MachineConfigs differ from in mode only, in owner only, not at all, a

@@ -15,11 +15,11 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/mcbake/mcbake/internal/ostreetest"
-	"github.com/mcbake/mcbake/internal/testbase"
+	"github.com/mcbake/mcbake/internal/testing/ostreetest"
+	"github.com/mcbake/mcbake/internal/testing/testbase"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/tool/guard"
-	"github.com/mcbake/mcbake/tool/internal/registrytest"
+	"github.com/mcbake/mcbake/tool/internal/testing/registrytest"
 )
 
 const (

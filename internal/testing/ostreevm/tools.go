@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/mcbake/mcbake/internal/debpkg"
+	"github.com/mcbake/mcbake/internal/testing/debpkg"
 )
 
 // hostTools are the commands the harness runs on the host, with the Debian

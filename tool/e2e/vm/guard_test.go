@@ -1,4 +1,4 @@
-package e2e
+package vm
 
 import (
 	"context"
@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcbake/mcbake/internal/ignitiontest"
-	"github.com/mcbake/mcbake/internal/nodetest"
-	"github.com/mcbake/mcbake/internal/ostreetest"
-	"github.com/mcbake/mcbake/internal/ostreevm"
+	"github.com/mcbake/mcbake/internal/testing/ignitiontest"
+	"github.com/mcbake/mcbake/internal/testing/nodetest"
+	"github.com/mcbake/mcbake/internal/testing/ostreetest"
+	"github.com/mcbake/mcbake/internal/testing/ostreevm"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/node"

@@ -7,7 +7,7 @@ import (
 	"os/exec"
 	"strings"
 
-	"github.com/mcbake/mcbake/internal/debpkg"
+	"github.com/mcbake/mcbake/internal/testing/debpkg"
 )
 
 // ensureTool makes sure bin is on PATH, installing the Debian package pkg

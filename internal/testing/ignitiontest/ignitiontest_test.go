@@ -10,9 +10,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/mcbake/mcbake/internal/ocilayout"
-	"github.com/mcbake/mcbake/internal/ostreetest"
-	"github.com/mcbake/mcbake/internal/roottest"
-	"github.com/mcbake/mcbake/internal/testbase"
+	"github.com/mcbake/mcbake/internal/testing/ostreetest"
+	"github.com/mcbake/mcbake/internal/testing/roottest"
+	"github.com/mcbake/mcbake/internal/testing/testbase"
 )
 
 // testMC exercises what the package comment says ignition-apply does

@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/mcbake/mcbake/internal/debpkg"
+	"github.com/mcbake/mcbake/internal/testing/debpkg"
 )
 
 // Module is the Go module the ignition binary is built from.

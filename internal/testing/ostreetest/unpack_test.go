@@ -14,7 +14,7 @@ import (
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/mcbake/mcbake/internal/ocilayout"
-	"github.com/mcbake/mcbake/internal/testbase"
+	"github.com/mcbake/mcbake/internal/testing/testbase"
 )
 
 func writeBase(t *testing.T, opts testbase.Options) string {

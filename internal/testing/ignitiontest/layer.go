@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/mcbake/mcbake/internal/ocilayout"
-	"github.com/mcbake/mcbake/internal/ostreetest"
+	"github.com/mcbake/mcbake/internal/testing/ostreetest"
 )
 
 // layerTime is the mtime of every entry of the layer and the date of its

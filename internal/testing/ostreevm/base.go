@@ -17,8 +17,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcbake/mcbake/internal/debpkg"
-	"github.com/mcbake/mcbake/internal/ostreetest"
+	"github.com/mcbake/mcbake/internal/testing/debpkg"
+	"github.com/mcbake/mcbake/internal/testing/ostreetest"
 	"golang.org/x/sys/unix"
 )
 

@@ -3,7 +3,7 @@
 // bookworm ostree OS, a node that runs it, a revert to the base with the
 // real staged deployment and finalization at shutdown, and the node's
 // state on the first boot of the base.
-package e2e
+package vm
 
 import (
 	"archive/tar"
@@ -26,8 +26,8 @@ import (
 	"github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/mcbake/mcbake/internal/ostreetest"
-	"github.com/mcbake/mcbake/internal/ostreevm"
+	"github.com/mcbake/mcbake/internal/testing/ostreetest"
+	"github.com/mcbake/mcbake/internal/testing/ostreevm"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/node"
@@ -513,7 +513,7 @@ func nodeBinary(t *testing.T, dir string) []byte {
 	t.Helper()
 	out := filepath.Join(dir, "mcbake-node")
 	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./cmd/mcbake-node")
-	cmd.Dir = "../.." // the library's module, as make node builds it
+	cmd.Dir = "../../.." // the library's module, as make node builds it
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building mcbake-node: %v\n%s", err, b)

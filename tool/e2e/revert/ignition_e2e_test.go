@@ -9,9 +9,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/mcbake/mcbake/internal/ignitiontest"
-	"github.com/mcbake/mcbake/internal/ostreetest"
-	"github.com/mcbake/mcbake/internal/testbase"
+	"github.com/mcbake/mcbake/internal/testing/ignitiontest"
+	"github.com/mcbake/mcbake/internal/testing/ostreetest"
+	"github.com/mcbake/mcbake/internal/testing/testbase"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/render"

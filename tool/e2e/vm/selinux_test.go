@@ -1,4 +1,4 @@
-package e2e
+package vm
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcbake/mcbake/internal/nodetest"
-	"github.com/mcbake/mcbake/internal/ostreevm"
+	"github.com/mcbake/mcbake/internal/testing/nodetest"
+	"github.com/mcbake/mcbake/internal/testing/ostreevm"
 	"github.com/mcbake/mcbake/node"
 )
 
