@@ -18,7 +18,7 @@ export CGO_ENABLED := 1
 # builds them (LIBRARY_PKGS).
 comma := ,
 export GOEXPERIMENT := $(if $(GOEXPERIMENT),$(GOEXPERIMENT)$(comma))jsonv2
-LIBRARY_PKGS := ./machineconfig/... ./manifest/... ./render/... ./revert/... ./node/...
+LIBRARY_PKGS := ./machineconfig/... ./manifest/... ./fstree/... ./render/... ./revert/... ./node/...
 
 # Fuzz budgets are execution counts (a few seconds each here), not
 # durations: a duration lets a slow input or a minimisation still running

@@ -28,7 +28,7 @@ const (
 // link only its target, because it is the file it links to, whose own
 // entry carries the metadata; an absent entry has nothing else. have must
 // describe a hard link by the path it shares an inode with (the observer
-// of the tree decides that, e.g. render.Observe), and Other for anything
+// of the tree decides that, e.g. fstree.Observe), and Other for anything
 // that is not a file, directory or symlink.
 func Compare(want, have Entry) []Attr {
 	if want.Type != have.Type {

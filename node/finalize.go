@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/render"
 )
@@ -66,7 +67,7 @@ func Finalized(sysroot string, repair bool) (*FinalizedReport, error) {
 		return nil, err
 	}
 	rep := &FinalizedReport{SchemaVersion: FinalizedSchemaVersion, Pending: *pending, Restaged: last.Staged.Dir != pending.Dir}
-	root, err := render.OpenDir(pending.Dir)
+	root, err := fstree.Open(pending.Dir)
 	if err != nil {
 		return nil, err
 	}

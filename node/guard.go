@@ -13,6 +13,7 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/render"
 )
@@ -167,7 +168,7 @@ func guardStaged(ctx context.Context, s *Sysroot, booted, staged *Deployment, re
 	if s.Running {
 		etc = "/" // the running /etc, which ostree-prepare-root mounted from the deployment
 	}
-	live, err := render.OpenDir(etc)
+	live, err := fstree.Open(etc)
 	if err != nil {
 		return err
 	}
@@ -247,7 +248,7 @@ func stagedIsTarget(s *Sysroot, staged *Deployment, rep *GuardReport) (bool, str
 // origin file (CSUM.SERIAL.origin beside its directory), without its
 // ostree transport ("ostree-unverified-registry:", "ostree-remote-image:REMOTE:docker://", ...).
 func originImage(d *Deployment) (string, error) {
-	dir, err := render.OpenDir(filepath.Dir(d.Dir))
+	dir, err := fstree.Open(filepath.Dir(d.Dir))
 	if err != nil {
 		return "", err
 	}

@@ -13,8 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/manifest"
-	"github.com/mcbake/mcbake/render"
 )
 
 // xattrSELinux is the extended attribute that holds a file's SELinux
@@ -45,7 +45,7 @@ type labelSpec struct {
 // etc/selinux/config names the policy (SELINUXTYPE=, targeted by default)
 // whose contexts/files/ are read. It returns nil, and no error, when the
 // tree has no policy.
-func LoadLabeler(root render.Root) (*Labeler, error) {
+func LoadLabeler(root fstree.Tree) (*Labeler, error) {
 	cfg, err := root.ReadFile("/etc/selinux/config")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/render"
@@ -234,12 +235,12 @@ type pendingWrite struct {
 // planPrepare computes every owned path's Change (into rec) and the
 // writes. It reads, never writes.
 func planPrepare(ctx context.Context, s *Sysroot, booted, staged *Deployment, mcs []*machineconfig.MachineConfig, rec *Record) (*prepared, error) {
-	bootedRoot, err := render.OpenDir(booted.Dir)
+	bootedRoot, err := fstree.Open(booted.Dir)
 	if err != nil {
 		return nil, err
 	}
 	defer bootedRoot.Close()
-	stagedRoot, err := render.OpenDir(staged.Dir)
+	stagedRoot, err := fstree.Open(staged.Dir)
 	if err != nil {
 		return nil, err
 	}
@@ -310,7 +311,7 @@ func dropUnneededConfigDir(writes []pendingWrite, rec *Record) []pendingWrite {
 
 // changeFor computes the Change of one rendered entry, and whether it is
 // to be written.
-func changeFor(e render.Entry, booted, staged *render.Dir, parents parentCache) (Change, bool, error) {
+func changeFor(e render.Entry, booted, staged *fstree.Dir, parents parentCache) (Change, bool, error) {
 	c := Change{Path: e.Where(), Op: Unchanged, Source: e.Source}
 	if e.Where() != e.Path {
 		c.RequestedPath = e.Path
@@ -394,7 +395,7 @@ type parentResult struct {
 }
 
 // change is parentChange(booted, rel), looked up once per directory.
-func (c parentCache) change(booted *render.Dir, rel string) (string, NodeChange, error) {
+func (c parentCache) change(booted *fstree.Dir, rel string) (string, NodeChange, error) {
 	key := path.Dir(path.Clean("/" + rel))
 	if r, ok := c[key]; ok {
 		return r.dir, r.change, nil
@@ -413,7 +414,7 @@ func (c parentCache) change(booted *render.Dir, rel string) (string, NodeChange,
 // /etc as ostree's diff does, and stops where the defaults have no real
 // directory (a symlink, say): the diff does not look below it, and every
 // lookup before has real directories above it on both sides.
-func parentChange(booted *render.Dir, rel string) (string, NodeChange, error) {
+func parentChange(booted *fstree.Dir, rel string) (string, NodeChange, error) {
 	parts := strings.Split(strings.Trim(rel, "/"), "/")
 	dir := ""
 	for _, name := range parts[:len(parts)-1] {
@@ -441,11 +442,11 @@ func parentChange(booted *render.Dir, rel string) (string, NodeChange, error) {
 // movedIntoVar reports whether the staged deployment resolves e into
 // /var where the booted one resolves it outside /var: a deploy puts no
 // image's /var content on the node, so nothing is there after the reboot.
-func movedIntoVar(e render.Entry, booted *render.Dir) bool {
+func movedIntoVar(e render.Entry, booted *fstree.Dir) bool {
 	if revert.ZoneOf(e.Where()) != revert.ZoneVar || e.Type == manifest.Absent {
 		return false
 	}
-	was, err := render.Locate(booted, e.Path, e.Type == manifest.Directory)
+	was, err := fstree.Locate(booted, e.Path, e.Type == manifest.Directory)
 	return err == nil && revert.ZoneOf(was) != revert.ZoneVar
 }
 
@@ -472,9 +473,9 @@ func skipReason(e render.Entry) string {
 	return ""
 }
 
-// observe is render.Observe as an observed value.
-func observe(root *render.Dir, p string, want manifest.Entry) (observed, error) {
-	e, ok, err := render.Observe(root, p, want)
+// observe is fstree.Observe as an observed value.
+func observe(root *fstree.Dir, p string, want manifest.Entry) (observed, error) {
+	e, ok, err := fstree.Observe(root, p, want)
 	return observed{e: e, ok: ok}, err
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	"golang.org/x/sys/unix"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/internal/testing/ostreetest"
 	"github.com/mcbake/mcbake/internal/testing/roottest"
 	"github.com/mcbake/mcbake/machineconfig"
@@ -144,7 +145,7 @@ func setupMC(t testing.TB, mc string, editL func(lRoot string), o ostreetest.Sta
 	top := t.TempDir()
 	bRoot, lRoot := filepath.Join(top, "b"), filepath.Join(top, "l")
 	baseTree(t, bRoot)
-	base, err := render.OpenDir(bRoot)
+	base, err := fstree.Open(bRoot)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +156,7 @@ func setupMC(t testing.TB, mc string, editL func(lRoot string), o ostreetest.Sta
 	}
 	m := res.Manifest(mcs)
 	for i := range m.Entries {
-		if m.Entries[i].Base, err = render.BaseState(base, m.Entries[i]); err != nil {
+		if m.Entries[i].Base, err = fstree.BaseState(base, m.Entries[i]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -225,7 +226,7 @@ func TestPrepare(t *testing.T) {
 	before := roottest.Tree(t, staged.Dir)
 	// Agreement: CI's prediction for the same MachineConfigs and base,
 	// on the staged deployment before Prepare wrote into it.
-	b, err := render.OpenDir(staged.Dir)
+	b, err := fstree.Open(staged.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/internal/readall"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/render"
@@ -103,7 +104,7 @@ func readHistory(varRoot *Root, rec *Record) ([][]byte, error) {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, nil
-	case errors.Is(err, render.ErrNotRegular) || errors.Is(err, errTooLarge):
+	case errors.Is(err, fstree.ErrNotRegular) || errors.Is(err, errTooLarge):
 	case err != nil:
 		return nil, err
 	default:
@@ -266,7 +267,7 @@ func readRegular(f *os.File, name string, max int64) ([]byte, error) {
 	case err != nil:
 		return nil, err
 	case !fi.Mode().IsRegular():
-		return nil, fmt.Errorf("%s: %w (%s)", name, render.ErrNotRegular, fi.Mode().Type())
+		return nil, fmt.Errorf("%s: %w (%s)", name, fstree.ErrNotRegular, fi.Mode().Type())
 	case fi.Size() > max:
 		return nil, fmt.Errorf("%s: %d bytes: %w (%d)", name, fi.Size(), errTooLarge, max)
 	}

@@ -11,11 +11,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/mcbake/mcbake/render"
+	"github.com/mcbake/mcbake/fstree"
 )
 
 // Root is a node's root filesystem, or an ostree deployment's, mounted at a
-// host directory: a render.Dir (reads through openat2 with RESOLVE_IN_ROOT,
+// host directory: a fstree.Dir (reads through openat2 with RESOLVE_IN_ROOT,
 // never leaving the directory) with atomic writes. Every write goes
 // through a parent directory opened inside the root and names a single
 // component in it; files and symlinks are written to a temporary name in
@@ -23,12 +23,12 @@ import (
 // directory fsynced, so a crash leaves either the old or the new entry.
 // Close it when done.
 type Root struct {
-	*render.Dir
+	*fstree.Dir
 }
 
 // Open opens dir as a root.
 func Open(dir string) (*Root, error) {
-	d, err := render.OpenDir(dir)
+	d, err := fstree.Open(dir)
 	if err != nil {
 		return nil, err
 	}

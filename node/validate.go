@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/render"
@@ -38,7 +39,7 @@ type Mismatch struct {
 // differences observes p under root and returns how it differs from
 // want, in the kinds Mismatch reports; nil when it matches.
 func differences(root *Root, p string, want manifest.Entry) ([]string, error) {
-	have, ok, err := render.Observe(root, p, want)
+	have, ok, err := fstree.Observe(root, p, want)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +144,7 @@ func check(root *Root, res *render.Result) (*Report, error) {
 			continue
 		}
 		rep.Checked++
-		have, ok, err := render.Observe(root, e.Where(), e.Entry)
+		have, ok, err := fstree.Observe(root, e.Where(), e.Entry)
 		if err != nil {
 			return nil, err
 		}

@@ -3,6 +3,7 @@ package render
 import (
 	"io"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
 )
@@ -10,7 +11,7 @@ import (
 // Files loads the MachineConfigs the paths name (see machineconfig.Load),
 // merges them and renders them against root (nil for none). It returns
 // the rendering and its ownership manifest.
-func Files(paths []string, stdin io.Reader, root Root) (*Result, *manifest.Manifest, error) {
+func Files(paths []string, stdin io.Reader, root fstree.Tree) (*Result, *manifest.Manifest, error) {
 	mcs, err := machineconfig.Load(paths, stdin)
 	if err != nil {
 		return nil, nil, err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
 )
@@ -46,7 +47,7 @@ func loadFixture(t testing.TB, p string) []*machineconfig.MachineConfig {
 	return mcs
 }
 
-func renderManifest(t testing.TB, mcs []*machineconfig.MachineConfig, root Root) (*Result, *manifest.Manifest, []byte) {
+func renderManifest(t testing.TB, mcs []*machineconfig.MachineConfig, root fstree.Tree) (*Result, *manifest.Manifest, []byte) {
 	t.Helper()
 	res, err := Render(machineconfig.Merge(mcs), root)
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/mcbake/mcbake/fstree"
 )
 
 // idDB maps user or group names to ids, read from a root's passwd or group
@@ -21,7 +23,7 @@ type idDB struct {
 
 // loadIDs reads the root's etc/FILE and usr/lib/FILE; one that exists
 // but cannot be read is an error.
-func loadIDs(root Root, kind, file string) (*idDB, error) {
+func loadIDs(root fstree.Tree, kind, file string) (*idDB, error) {
 	db := &idDB{kind: kind, ids: map[string]int{}}
 	for _, dir := range []string{"/etc/", "/usr/lib/"} {
 		b, err := root.ReadFile(dir + file)
@@ -66,7 +68,7 @@ type owners struct {
 	unknown       map[string][]string // "user core" -> fields that used it
 }
 
-func newOwners(root Root) (*owners, error) {
+func newOwners(root fstree.Tree) (*owners, error) {
 	users, err := loadIDs(root, "user", "passwd")
 	if err != nil {
 		return nil, err
@@ -136,7 +138,7 @@ func (e *UnknownOwnersError) Error() string { return strings.Join(e.Lines, "\n")
 
 // Names returns the user (file "passwd") or group (file "group") names a
 // root defines, read as the renderer reads them: etc/ then usr/lib/.
-func Names(root Root, file string) (map[string]bool, error) {
+func Names(root fstree.Tree, file string) (map[string]bool, error) {
 	kind := "user"
 	if file == "group" {
 		kind = "group"

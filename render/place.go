@@ -6,6 +6,7 @@ import (
 	"path"
 	"slices"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
 )
@@ -102,27 +103,7 @@ func (r *renderer) locate(e *Entry, owned map[string]occupant) {
 // resolve resolves p's parents; for a directory whose path is a symlink to
 // a directory in the root, the symlink is followed too (as mkdir -p does).
 func (r *renderer) resolve(p string, dir bool) (string, error) {
-	return Locate(r.root, p, dir)
-}
-
-// Locate returns where p lands in root: its parents resolved through the
-// root's symlinks and, for a directory, its own path too when the root
-// has a symlink there (as mkdir -p follows it: a directory /usr/local is
-// /var/usrlocal on RHCOS).
-func Locate(root Root, p string, dir bool) (string, error) {
-	rp, err := Resolve(root, p)
-	if err != nil || !dir {
-		return rp, err
-	}
-	n, ok, err := root.Lstat(rp)
-	if err != nil {
-		return "", err
-	}
-	if ok && n.Type == manifest.Symlink {
-		inside, err := Resolve(root, path.Join(rp, "x"))
-		return path.Dir(inside), err
-	}
-	return rp, nil
+	return fstree.Locate(r.root, p, dir)
 }
 
 func (r *renderer) clash(e *Entry) {
@@ -194,7 +175,7 @@ func (r *renderer) parents(e Entry, owned map[string]occupant, dirOK map[string]
 		return true
 	}
 	ok := true
-	err := ResolveAncestors(r.root, e.Path, func(p, rp string) bool {
+	err := fstree.ResolveAncestors(r.root, e.Path, func(p, rp string) bool {
 		if ok = ensureAbove(rp) && ensure(p, rp); ok && p == rp {
 			seen[p] = true
 		}

@@ -3,8 +3,9 @@
 // directories, links, systemd units, drop-ins, masks, enablement symlinks,
 // core's SSH keys and the stored current config, each with the
 // MachineConfig field it came from. It reads nothing but the MachineConfigs
-// and a Root (a directory or a base image index) where owner names, presets
-// and base unit files are looked up and parent symlinks are followed.
+// and a fstree.Tree (a directory or a base image index) where owner names,
+// presets and base unit files are looked up and parent symlinks are
+// followed.
 package render
 
 import (
@@ -16,6 +17,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/internal/readall"
 
 	"github.com/coreos/ignition/v2/config/v3_5/types"
@@ -27,13 +29,10 @@ import (
 	"github.com/mcbake/mcbake/manifest"
 )
 
-// MaxContent bounds a file's decompressed content, and MaxTotalContent
-// that of all files together (docs/design.md, "What is refused"): both are
-// enforced while decompressing.
-const (
-	MaxContent      = 64 << 20
-	MaxTotalContent = 64 << 20
-)
+// MaxTotalContent bounds the decompressed content of all files together,
+// as fstree.MaxContent bounds each file's (docs/design.md, "What is
+// refused"): both are enforced while decompressing.
+const MaxTotalContent = 64 << 20
 
 // Well-known paths the MCD writes.
 const (
@@ -99,10 +98,10 @@ func (res *Result) Manifest(mcs []*machineconfig.MachineConfig) *manifest.Manife
 
 // Render renders m against root (nil: an empty root, where nothing exists
 // and no owner name resolves). It reports every problem found, joined.
-func Render(m *machineconfig.Merged, root Root) (*Result, error) {
+func Render(m *machineconfig.Merged, root fstree.Tree) (*Result, error) {
 	hasRoot := root != nil
 	if root == nil {
-		root = emptyRoot{}
+		root = fstree.Empty
 	}
 	r := &renderer{m: m, root: root, hasRoot: hasRoot,
 		index:   map[string]int{},
@@ -142,7 +141,7 @@ func Render(m *machineconfig.Merged, root Root) (*Result, error) {
 
 type renderer struct {
 	m          *machineconfig.Merged
-	root       Root
+	root       fstree.Tree
 	hasRoot    bool // a root was given: presets decide units without enabled
 	owners     *owners
 	entries    []Entry
@@ -249,7 +248,7 @@ func (r *renderer) files() {
 		if !r.claim(f.Path, src) {
 			continue
 		}
-		content, err := decode(f.Contents, min(MaxContent, MaxTotalContent-r.content))
+		content, err := decode(f.Contents, min(fstree.MaxContent, MaxTotalContent-r.content))
 		r.content += len(content)
 		if err != nil {
 			r.failFor(machineconfig.ReasonContent, at(src, src.Field+".contents"), "%v", err)
@@ -340,7 +339,7 @@ const KubeConfig = "/etc/kubernetes/kubeconfig"
 // decode returns a resource's content as the MCD decodes it
 // (DecodeIgnitionFileContents): no source is an empty file, whatever the
 // compression; a source is a data URL (an empty one is not), optionally
-// gzip compressed (bounded by MaxContent while decompressing); checked
+// gzip compressed (bounded by fstree.MaxContent while decompressing); checked
 // against its verification hash.
 func decode(res types.Resource, limit int) ([]byte, error) {
 	if res.Source == nil {
@@ -357,7 +356,7 @@ func decode(res types.Resource, limit int) ([]byte, error) {
 		}
 	}
 	if len(data) > limit {
-		return nil, fmt.Errorf("content is %d bytes: the MachineConfigs' files may hold %d MiB, %d MiB in all", len(data), MaxContent>>20, MaxTotalContent>>20)
+		return nil, fmt.Errorf("content is %d bytes: the MachineConfigs' files may hold %d MiB, %d MiB in all", len(data), fstree.MaxContent>>20, MaxTotalContent>>20)
 	}
 	if err := verify(res.Verification, data); err != nil {
 		return nil, err
@@ -410,10 +409,10 @@ func gunzip(data []byte, limit int) ([]byte, error) {
 
 // tooLarge is gunzip's error for content that expands past limit.
 func tooLarge(limit int) error {
-	if limit < MaxContent {
+	if limit < fstree.MaxContent {
 		return fmt.Errorf("gzip content expands past what is left of %d MiB for all the MachineConfigs' files", MaxTotalContent>>20)
 	}
-	return fmt.Errorf("gzip content expands past %d MiB", MaxContent>>20)
+	return fmt.Errorf("gzip content expands past %d MiB", fstree.MaxContent>>20)
 }
 
 // gzipSize is the size a gzip stream says its (last member's) content

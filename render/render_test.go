@@ -13,6 +13,7 @@ import (
 	"github.com/coreos/ignition/v2/config/v3_5/types"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
 )
@@ -115,7 +116,7 @@ func TestGunzipBounded(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	_, err := decode(res, MaxContent)
+	_, err := decode(res, fstree.MaxContent)
 	runtime.ReadMemStats(&after)
 	if err == nil || err.Error() != "gzip content expands past 64 MiB" {
 		t.Errorf("decode(1 GiB gzip stream) = %v, want the 64 MiB refusal", err)
@@ -217,7 +218,7 @@ func TestRenderUnknownOwners(t *testing.T) {
 		`"links":[{"path":"/etc/l","target":"a","user":{"name":"broken"}}]}`)
 	tests := []struct {
 		name string
-		root Root
+		root fstree.Tree
 		want []string
 	}{{
 		name: "root",
@@ -393,7 +394,7 @@ func TestRenderPlacement(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var root Root
+			var root fstree.Tree
 			if tt.root != nil {
 				root = makeRoot(t, tt.root)
 			}
@@ -566,25 +567,5 @@ func TestHardLinkTargets(t *testing.T) {
 	_, err = renderDocs(t, root, mcDoc("00-h", `"storage":{"links":[{"path":"/etc/h","target":"/etc/hosts","hard":true}]}`))
 	if err == nil || !strings.Contains(err.Error(), "target /etc/hosts is not a file the MachineConfigs write") {
 		t.Errorf("Render(hard link to a root file) = %v, want a refusal", err)
-	}
-}
-
-// TestDirLstatType checks that Dir's LstatType is its Lstat without the
-// digest.
-func TestDirLstatType(t *testing.T) {
-	d := makeRoot(t, map[string]string{"etc/a.conf": "a\n", "etc/dir/": "", "etc/link": "-> a.conf"})
-	for _, p := range []string{"/etc/a.conf", "/etc/dir", "/etc/link", "/etc/absent", "/"} {
-		want, wantOK, err := d.Lstat(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p == "/etc/a.conf" && want.Digest == "" {
-			t.Fatalf("Lstat(%s) has no digest", p)
-		}
-		want.Digest = ""
-		got, ok, err := d.LstatType(p)
-		if err != nil || ok != wantOK || got != want {
-			t.Errorf("LstatType(%s) = %+v, %v, %v; want %+v, %v", p, got, ok, err, want, wantOK)
-		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/opencontainers/go-digest"
@@ -41,7 +42,7 @@ func parseDocs(t testing.TB, docs ...string) []*machineconfig.MachineConfig {
 }
 
 // renderDocs parses, merges and renders docs against root.
-func renderDocs(t testing.TB, root Root, docs ...string) (*Result, error) {
+func renderDocs(t testing.TB, root fstree.Tree, docs ...string) (*Result, error) {
 	t.Helper()
 	return Render(machineconfig.Merge(parseDocs(t, docs...)), root)
 }
@@ -49,7 +50,7 @@ func renderDocs(t testing.TB, root Root, docs ...string) (*Result, error) {
 // makeRoot creates a root directory: each key is a path relative to the
 // root; a key ending in "/" is a directory, a value starting with "-> " a
 // symlink to the rest, anything else a file with that content.
-func makeRoot(t testing.TB, spec map[string]string) *Dir {
+func makeRoot(t testing.TB, spec map[string]string) *fstree.Dir {
 	t.Helper()
 	dir := t.TempDir()
 	writeTree(t, dir, spec)
@@ -87,9 +88,9 @@ func writeTree(t testing.TB, dir string, spec map[string]string) {
 }
 
 // openDir opens dir as a Dir, closed when the test ends.
-func openDir(t testing.TB, dir string) *Dir {
+func openDir(t testing.TB, dir string) *fstree.Dir {
 	t.Helper()
-	d, err := OpenDir(dir)
+	d, err := fstree.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/internal/testing/systemdtest"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
@@ -146,7 +147,7 @@ func runCase(t *testing.T, rp *systemdtest.Replayer, c sdCase) (mcbake, mcd sdOu
 	merged := machineconfig.Merge(mcs)
 
 	// mcbake: render against the base, apply the entries to a copy.
-	root, err := OpenDir(base)
+	root, err := fstree.Open(base)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +175,7 @@ func runCase(t *testing.T, rp *systemdtest.Replayer, c sdCase) (mcbake, mcd sdOu
 		if !strings.HasPrefix(f.Path, "/etc/") {
 			continue // only /etc (unit files, presets, os-release) matters to systemctl
 		}
-		content, err := decode(f.Contents, MaxContent)
+		content, err := decode(f.Contents, fstree.MaxContent)
 		if err != nil {
 			t.Fatal(err)
 		}

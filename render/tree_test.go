@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/internal/atomicdir"
 	"github.com/mcbake/mcbake/manifest"
 )
@@ -407,15 +408,15 @@ func TestWriteTreeTraversal(t *testing.T) {
 	}
 }
 
-// countingRoot counts the lookups made in a root.
-type countingRoot struct {
-	Root
+// countingTree counts the lookups made in a root.
+type countingTree struct {
+	fstree.Tree
 	lookups int
 }
 
-func (c *countingRoot) Lstat(p string) (manifest.Entry, bool, error) {
+func (c *countingTree) Lstat(p string) (manifest.Entry, bool, error) {
 	c.lookups++
-	return c.Root.Lstat(p)
+	return c.Tree.Lstat(p)
 }
 
 // TestDeepPathLinear: a file 1,000 directories deep (a hostile
@@ -426,7 +427,7 @@ func (c *countingRoot) Lstat(p string) (manifest.Entry, bool, error) {
 func TestDeepPathLinear(t *testing.T) {
 	const depth = 1000
 	deep := "/etc/alt" + strings.Repeat("/d", depth) + "/f.conf"
-	root := &countingRoot{Root: makeRoot(t, map[string]string{"etc/real/": "", "etc/alt": "-> real"})}
+	root := &countingTree{Tree: makeRoot(t, map[string]string{"etc/real/": "", "etc/alt": "-> real"})}
 	res, err := renderDocs(t, root, mcDoc("99-deep", `"storage":{"files":[{"path":"`+deep+`","contents":{"source":"data:,x"}}]}`))
 	if err != nil {
 		t.Fatal(err)

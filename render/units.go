@@ -9,6 +9,7 @@ import (
 
 	"github.com/coreos/ignition/v2/config/v3_5/types"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/internal/systemctl"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
@@ -34,7 +35,7 @@ func HasContent(c *string) bool { return c != nil && *c != "" }
 // root's unit search path (root may be nil); an instance falls back to its
 // template. It returns the contents and the path the file is at; a file
 // that exists but cannot be read is an error.
-func FindUnitFile(root Root, units []machineconfig.Unit, name string) (contents []byte, at string, ok bool, err error) {
+func FindUnitFile(root fstree.Tree, units []machineconfig.Unit, name string) (contents []byte, at string, ok bool, err error) {
 	candidates := []string{name}
 	if tmpl, inst, isT := templateOf(name); isT && inst != "" {
 		candidates = append(candidates, tmpl)
@@ -186,7 +187,7 @@ func (r *renderer) removeStaleLinks(tree *systemctl.FS) (removed []string) {
 		if _, owned := r.index[dir]; owned {
 			continue // a MachineConfig's directory, as it wants it
 		}
-		if _, inRoot, err := lstatType(r.root, dir); err == nil && !inRoot {
+		if _, inRoot, err := fstree.LstatType(r.root, dir); err == nil && !inRoot {
 			r.add(Entry{Entry: manifest.Entry{Path: dir, Type: manifest.Directory, Mode: 0o755}}, src)
 		}
 	}
@@ -236,11 +237,11 @@ func (r *renderer) checkEnabled(sc *systemctl.Systemctl, unlinked []string) {
 	}
 }
 
-// rootBase shows a Root to systemctl.
-type rootBase struct{ root Root }
+// rootBase shows a fstree.Tree to systemctl.
+type rootBase struct{ root fstree.Tree }
 
 func (b rootBase) Lstat(p string) (systemctl.Node, bool, error) {
-	e, ok, err := lstatType(b.root, p)
+	e, ok, err := fstree.LstatType(b.root, p)
 	if err != nil || !ok {
 		return systemctl.Node{}, false, err
 	}
@@ -256,7 +257,7 @@ func (b rootBase) Lstat(p string) (systemctl.Node, bool, error) {
 		// systemctl would open it and block on a fifo, or take a device
 		// for a mask: a unit or preset path that is none of the above
 		// is refused.
-		return systemctl.Node{}, false, &fs.PathError{Op: "open", Path: p, Err: ErrNotRegular}
+		return systemctl.Node{}, false, &fs.PathError{Op: "open", Path: p, Err: fstree.ErrNotRegular}
 	}
 	return systemctl.Node{Kind: systemctl.Other}, true, nil
 }

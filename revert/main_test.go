@@ -11,16 +11,16 @@ import (
 
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/internal/baseindex"
 	"github.com/mcbake/mcbake/internal/ocilayout"
 	"github.com/mcbake/mcbake/internal/testing/testbase"
-	"github.com/mcbake/mcbake/render"
 )
 
 // compareIndex writes the test base with opts as an OCI layout and
 // indexes it as a build indexes a base (internal/baseindex), without a
 // cache. The tests that build images on it are in tool/e2e/revert.
-func compareIndex(t *testing.T, opts testbase.Options) render.Root {
+func compareIndex(t *testing.T, opts testbase.Options) fstree.Tree {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "base")
 	if _, err := testbase.Write(dir, opts); err != nil {
@@ -34,7 +34,7 @@ func compareIndex(t *testing.T, opts testbase.Options) render.Root {
 	if err != nil {
 		t.Fatalf("indexing %s: %v", dir, err)
 	}
-	return baseindex.Root{Index: ix}
+	return ix.Tree()
 }
 
 // layoutLayers returns the layers of the image index.json names (of this

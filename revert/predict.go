@@ -9,7 +9,7 @@
 // rewrite after the rebase, and ReadPlan reads one back.
 //
 // The package is pure: it reads nothing but the manifest and the
-// render.Root trees it is given (a base image's index, a directory on
+// fstree.Tree trees it is given (a base image's index, a directory on
 // disk), and builds without cgo or any containers/* module.
 package revert
 
@@ -22,6 +22,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/render"
 )
@@ -139,7 +140,7 @@ type Entry struct {
 // path is resolved through the base's symlinks, not those of the base the
 // image was built on. Entries come back sorted by resolved path. An error
 // means the base's tree could not be read.
-func Predict(m *manifest.Manifest, base render.Root) ([]Entry, error) {
+func Predict(m *manifest.Manifest, base fstree.Tree) ([]Entry, error) {
 	return predict(m, nil, base)
 }
 
@@ -169,7 +170,7 @@ type Ownership struct {
 // the base's default replace it. A path the image bakes otherwise
 // (Ignition's preset-based enablement, another mode or owner) is modified
 // on the node and survives the revert. Entry.Image records the comparison.
-func PredictDerived(o Ownership, layered, base render.Root) ([]Entry, error) {
+func PredictDerived(o Ownership, layered, base fstree.Tree) ([]Entry, error) {
 	return predict(o.Manifest, &defaults{tree: layered, baseOnly: o.BaseOnly}, base)
 }
 
@@ -177,14 +178,14 @@ func PredictDerived(o Ownership, layered, base render.Root) ([]Entry, error) {
 // defaults are not the manifest's entries: the image's tree, and the
 // paths where the node has the image's default.
 type defaults struct {
-	tree     render.Root
+	tree     fstree.Tree
 	baseOnly map[string]bool
 }
 
 // predict classifies every entry against the base, records the image's
 // state of it when its defaults are given (d), then applies the merge
 // rules that depend on what the node changed.
-func predict(m *manifest.Manifest, d *defaults, base render.Root) ([]Entry, error) {
+func predict(m *manifest.Manifest, d *defaults, base fstree.Tree) ([]Entry, error) {
 	out := make([]Entry, 0, len(m.Entries))
 	baseDirs, baseLinks := map[string]bool{}, map[string]string{}
 	for _, me := range m.Entries {
@@ -205,8 +206,8 @@ func predict(m *manifest.Manifest, d *defaults, base render.Root) ([]Entry, erro
 		}
 		out = append(out, e)
 	}
-	cc, err := render.Resolve(base, render.CurrentConfig)
-	if err != nil && !errors.Is(err, render.ErrTooManyLinks) {
+	cc, err := fstree.Resolve(base, render.CurrentConfig)
+	if err != nil && !errors.Is(err, fstree.ErrTooManyLinks) {
 		return nil, err
 	}
 	rules := merge{cc: cc, baseDirs: baseDirs, baseLinks: baseLinks, base: base}
@@ -223,7 +224,7 @@ func predict(m *manifest.Manifest, d *defaults, base render.Root) ([]Entry, erro
 
 // classify resolves an entry in the base and gives it the outcome of the
 // merge table for a node whose copy is the image's unmodified default.
-func classify(me manifest.Entry, base render.Root) (Entry, error) {
+func classify(me manifest.Entry, base fstree.Tree) (Entry, error) {
 	rp, err := locate(base, me)
 	if err != nil {
 		return Entry{}, err
@@ -253,9 +254,9 @@ func classify(me manifest.Entry, base render.Root) (Entry, error) {
 
 // locate is where the entry lands in root; a symlink loop leaves the path
 // as it is.
-func locate(root render.Root, me manifest.Entry) (string, error) {
-	rp, err := render.Locate(root, me.Path, me.Type == manifest.Directory)
-	if errors.Is(err, render.ErrTooManyLinks) {
+func locate(root fstree.Tree, me manifest.Entry) (string, error) {
+	rp, err := fstree.Locate(root, me.Path, me.Type == manifest.Directory)
+	if errors.Is(err, fstree.ErrTooManyLinks) {
 		return path.Clean(me.Path), nil
 	}
 	return rp, err
@@ -263,9 +264,9 @@ func locate(root render.Root, me manifest.Entry) (string, error) {
 
 // linkAt records in links the requested path p when the base has a
 // symlink at p itself (its parents resolved), and where.
-func linkAt(base render.Root, p string, links map[string]string) error {
-	at, err := render.Resolve(base, p)
-	if errors.Is(err, render.ErrTooManyLinks) {
+func linkAt(base fstree.Tree, p string, links map[string]string) error {
+	at, err := fstree.Resolve(base, p)
+	if errors.Is(err, fstree.ErrTooManyLinks) {
 		return nil
 	}
 	if err != nil {
@@ -283,7 +284,7 @@ func linkAt(base render.Root, p string, links map[string]string) error {
 
 // imageState compares the image's default at the entry's path (resolved
 // through the image's own symlinks) with the entry.
-func imageState(me manifest.Entry, layered render.Root) (*manifest.BaseState, error) {
+func imageState(me manifest.Entry, layered fstree.Tree) (*manifest.BaseState, error) {
 	rp, err := locate(layered, me)
 	if err != nil {
 		return nil, err
@@ -293,10 +294,10 @@ func imageState(me manifest.Entry, layered render.Root) (*manifest.BaseState, er
 	return baseState(layered, at)
 }
 
-// baseState is render.BaseState, for which a path that a symlink loop
+// baseState is fstree.BaseState, for which a path that a symlink loop
 // keeps from resolving is absent: nothing can be at it.
-func baseState(root render.Root, e manifest.Entry) (*manifest.BaseState, error) {
-	st, err := render.BaseState(root, e)
+func baseState(root fstree.Tree, e manifest.Entry) (*manifest.BaseState, error) {
+	st, err := fstree.BaseState(root, e)
 	if isLoop(err) {
 		return &manifest.BaseState{State: manifest.StateAbsent}, nil
 	}
@@ -306,7 +307,7 @@ func baseState(root render.Root, e manifest.Entry) (*manifest.BaseState, error) 
 // isLoop reports whether err is a symlink loop, as a tree's resolution or
 // the kernel's reports it.
 func isLoop(err error) bool {
-	return errors.Is(err, render.ErrTooManyLinks) || errors.Is(err, syscall.ELOOP)
+	return errors.Is(err, fstree.ErrTooManyLinks) || errors.Is(err, syscall.ELOOP)
 }
 
 // unmodified reports whether a tree's state of an owned entry (a
@@ -340,7 +341,7 @@ type merge struct {
 	baseLinks map[string]string
 	// base is the base's tree; layered the image's, for an image
 	// without a manifest (nil otherwise).
-	base, layered render.Root
+	base, layered fstree.Tree
 	// changedDirs are the node's paths (manifest.Entry.Where) of the
 	// owned directories the node's copy changes.
 	changedDirs map[string]bool
@@ -457,7 +458,7 @@ func (m merge) refused(e *Entry) bool {
 		return false
 	}
 	var dir, what string
-	err := render.ResolveAncestors(m.base, at, func(d, rp string) bool {
+	err := fstree.ResolveAncestors(m.base, at, func(d, rp string) bool {
 		if d == "/etc" {
 			return true
 		}
@@ -516,7 +517,7 @@ func (m merge) mkdirs(p string) (what string, more bool, err error) {
 		return "", false, err
 	}
 	if have.Type == manifest.Symlink {
-		inside, err := render.Resolve(m.base, path.Join(p, "x"))
+		inside, err := fstree.Resolve(m.base, path.Join(p, "x"))
 		if isLoop(err) {
 			return "a symlink loop", false, nil
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/revert"
 
 	"github.com/google/go-cmp/cmp"
@@ -167,7 +168,7 @@ func compareLayers() []testbase.Layer {
 }
 
 // predict is revert.Predict, failing the test on an error.
-func predict(t *testing.T, m *manifest.Manifest, tree render.Root) []revert.Entry {
+func predict(t *testing.T, m *manifest.Manifest, tree fstree.Tree) []revert.Entry {
 	t.Helper()
 	entries, err := revert.Predict(m, tree)
 	if err != nil {
@@ -177,7 +178,7 @@ func predict(t *testing.T, m *manifest.Manifest, tree render.Root) []revert.Entr
 }
 
 // diff is revert.Diff, failing the test on an error.
-func diff(t *testing.T, m *manifest.Manifest, image, base revert.ImageRef, tree render.Root) *revert.Report {
+func diff(t *testing.T, m *manifest.Manifest, image, base revert.ImageRef, tree fstree.Tree) *revert.Report {
 	t.Helper()
 	r, err := revert.Diff(m, image, base, tree)
 	if err != nil {

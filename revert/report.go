@@ -8,8 +8,8 @@ import (
 	"sort"
 	"text/tabwriter"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/manifest"
-	"github.com/mcbake/mcbake/render"
 	"github.com/opencontainers/go-digest"
 )
 
@@ -70,7 +70,7 @@ const (
 // Diff predicts what a revert from the layered image whose manifest is m
 // to the base, whose tree is tree, does to every owned path (see
 // Predict), and summarises it.
-func Diff(m *manifest.Manifest, image, base ImageRef, tree render.Root) (*Report, error) {
+func Diff(m *manifest.Manifest, image, base ImageRef, tree fstree.Tree) (*Report, error) {
 	entries, err := Predict(m, tree)
 	if err != nil {
 		return nil, err
@@ -81,7 +81,7 @@ func Diff(m *manifest.Manifest, image, base ImageRef, tree render.Root) (*Report
 // DiffDerived is Diff for a layered image without an ownership manifest
 // (see PredictDerived): o is what the MachineConfigs own on a node that
 // runs the image, layered the image's tree, tree the base's.
-func DiffDerived(o Ownership, image, base ImageRef, layered, tree render.Root) (*Report, error) {
+func DiffDerived(o Ownership, image, base ImageRef, layered, tree fstree.Tree) (*Report, error) {
 	entries, err := PredictDerived(o, layered, tree)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/node"
@@ -34,7 +35,7 @@ func run(baseDigest digest.Digest, baseDir, rootDir string, files []string) erro
 	if err != nil {
 		return err
 	}
-	base, err := render.OpenDir(baseDir)
+	base, err := fstree.Open(baseDir)
 	if err != nil {
 		return err
 	}

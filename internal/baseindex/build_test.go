@@ -9,8 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/internal/baseindex"
-	"github.com/mcbake/mcbake/render"
 )
 
 // buildCase is a base and what Build makes of it.
@@ -460,10 +460,10 @@ func TestResolve(t *testing.T) {
 		{in: "loop2/x/y", loop: true},
 	}
 	for _, tt := range tests {
-		got, err := render.Resolve(baseindex.Root{Index: ix}, tt.in)
+		got, err := fstree.Resolve(ix.Tree(), tt.in)
 		got = strings.TrimPrefix(got, "/")
 		if tt.loop {
-			if !errors.Is(err, render.ErrTooManyLinks) {
+			if !errors.Is(err, fstree.ErrTooManyLinks) {
 				t.Errorf("Resolve(%q) = %q, %v, want ErrTooManyLinks", tt.in, got, err)
 			}
 			continue
@@ -485,7 +485,7 @@ func TestResolve(t *testing.T) {
 		{"/var/absent", ""},
 		{"/etc/missing/x", ""},
 	} {
-		e, ok, err := baseindex.Root{Index: ix}.Lstat(tt.in)
+		e, ok, err := ix.Tree().Lstat(tt.in)
 		if err != nil || ok != (tt.want != "") {
 			t.Errorf("Lstat(%q) = %+v, %v, %v; want found %v", tt.in, e, ok, err, tt.want != "")
 			continue

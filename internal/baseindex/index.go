@@ -106,7 +106,7 @@ func (ix *Index) intact() (*Index, bool) {
 		}
 		if err != nil {
 			// Only the damage is wrapped: a rebuild's error can read as
-			// fs.ErrNotExist (a blob gone), which Root's callers take
+			// fs.ErrNotExist (a blob gone), which its Tree's callers take
 			// for a missing path.
 			if damage := ix.view.damage(); err != damage {
 				err = fmt.Errorf("%w; building the index again: %v", damage, err)
@@ -121,7 +121,7 @@ func (ix *Index) intact() (*Index, bool) {
 
 // Err returns why the index cannot answer: its cached view was damaged
 // and could not be built again. Lookups may then miss paths that are
-// there; every baseindex.Root method returns Err.
+// there; every method of its Tree returns Err.
 func (ix *Index) Err() error {
 	if ix.view == nil || ix.view.damage() == nil {
 		return nil

@@ -3,7 +3,7 @@ package baseindex
 import (
 	"strings"
 
-	"github.com/mcbake/mcbake/render"
+	"github.com/mcbake/mcbake/fstree"
 )
 
 // Limits on the contents an index keeps (see docs/limits.md).
@@ -13,7 +13,7 @@ const (
 	// maxKeptSize bounds the other kept files (passwd, group, presets):
 	// anything larger is not a real one, and would cost memory. It is what
 	// a rendering reads of such a file from a directory tree.
-	maxKeptSize = render.MaxReadFile
+	maxKeptSize = fstree.MaxReadFile
 	// maxKeptTotal bounds the kept contents of one layer, and of the
 	// merged index: a real OS image keeps about 1 MiB (some hundred unit
 	// files, a few presets, passwd and group).

@@ -126,7 +126,7 @@ func (n *Node) setContent(on bool) {
 // one, whose Digest the index has not computed: a layer listed from its
 // tar-split (containers-storage) records no digests, and the index reads
 // the file from the unpacked layer the first time its digest is asked
-// for (Root.Lstat, Index.Digest).
+// for (the Tree's Lstat, Index.Digest).
 func (n *Node) Deferred() bool { return n.flags&nodeDeferred != 0 }
 
 // Digest is the SHA-256 of a regular file's content.

@@ -23,6 +23,7 @@ import (
 	"github.com/vbatts/tar-split/tar/asm"
 	"github.com/vbatts/tar-split/tar/storage"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/internal/baseindex"
 	"github.com/mcbake/mcbake/manifest"
 )
@@ -568,7 +569,7 @@ func TestTarSplitFallbacks(t *testing.T) {
 			if got, _ := ix.Content("etc/group"); string(got) != "root:x:0:\n" {
 				t.Errorf("Content(etc/group) = %q", got)
 			}
-			e, ok, err := baseindex.Root{Index: ix}.Lstat("/etc/passwd")
+			e, ok, err := ix.Tree().Lstat("/etc/passwd")
 			if err != nil || !ok || e.Digest.String() != sha("root:x:0:0::/root:/bin/bash\n") {
 				t.Errorf("Lstat(/etc/passwd) = %+v, %v, %v, want its digest", e, ok, err)
 			}
@@ -589,11 +590,11 @@ func TestTarSplitFallbacks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := (baseindex.Root{Index: ix}).Lstat("/etc/os-release"); err == nil {
+		if _, _, err := ix.Tree().Lstat("/etc/os-release"); err == nil {
 			t.Error("Lstat() of a deferred file gone from the unpacked layer succeeded")
 		}
 		// LstatType never reads the file: the type and size are enough.
-		e, ok, err := (baseindex.Root{Index: ix}).LstatType("/etc/os-release")
+		e, ok, err := ix.Tree().(fstree.TypeStater).LstatType("/etc/os-release")
 		if err != nil || !ok || e.Type != manifest.File || e.Size != int64(len("ID=x\n")) || e.Digest != "" {
 			t.Errorf("LstatType() = %+v, %v, %v; want the file without a digest", e, ok, err)
 		}
@@ -674,7 +675,7 @@ func TestDeferredDigestFromItsLayer(t *testing.T) {
 			for i, l := range layers {
 				before[i] = l.fileReads.Load()
 			}
-			e, ok, err := baseindex.Root{Index: ix}.Lstat("/" + tt.path)
+			e, ok, err := ix.Tree().Lstat("/" + tt.path)
 			if err != nil || !ok || e.Digest.String() != sha(tt.body) {
 				t.Fatalf("%s: Lstat(%s) = %+v, %v, %v; want the digest of %q", run, tt.path, e, ok, err, tt.body)
 			}

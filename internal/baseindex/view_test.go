@@ -136,8 +136,8 @@ func TestDamagedViewBlockRebuilds(t *testing.T) {
 	if err := warm.Err(); err != nil {
 		t.Fatalf("Err() = %v after a rebuild from the layers' cache files", err)
 	}
-	if e, ok, err := (baseindex.Root{Index: warm}).Lstat("/zzz/b"); err != nil || !ok || e.Target != long {
-		t.Errorf("Root.Lstat(/zzz/b) = %v, %v, %v", e, ok, err)
+	if e, ok, err := warm.Tree().Lstat("/zzz/b"); err != nil || !ok || e.Target != long {
+		t.Errorf("Tree().Lstat(/zzz/b) = %v, %v, %v", e, ok, err)
 	}
 	if b, err := os.ReadFile(view); err != nil || string(b) != string(good) {
 		t.Errorf("the view after the rebuild: %v; same bytes as the first: %v", err, string(b) == string(good))
@@ -157,9 +157,9 @@ func TestDamagedViewBlockRebuildStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	_, _, err = baseindex.Root{Index: warm}.Lstat("/zzz/b")
+	_, _, err = warm.Tree().Lstat("/zzz/b")
 	if err == nil || !strings.Contains(err.Error(), context.Canceled.Error()) {
-		t.Fatalf("Root.Lstat(/zzz/b) over the damaged block after a cancel: %v, want the cancellation", err)
+		t.Fatalf("Tree().Lstat(/zzz/b) over the damaged block after a cancel: %v, want the cancellation", err)
 	}
 	if _, err := os.Stat(view); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the damaged view: %v, want it removed", err)
@@ -167,7 +167,7 @@ func TestDamagedViewBlockRebuildStops(t *testing.T) {
 }
 
 // TestDamagedViewBlockFails: when the index cannot be built again, the
-// damage is Err, which every Root method returns, naming the view file;
+// damage is Err, which every method of the Tree returns, naming the view file;
 // the view is removed, so that the next Build builds it.
 func TestDamagedViewBlockFails(t *testing.T) {
 	d := newDamagedCache(t)
@@ -179,30 +179,30 @@ func TestDamagedViewBlockFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := baseindex.Root{Index: warm}
+	root := warm.Tree()
 	if _, ok, err := root.Lstat("/etc/passwd"); !ok || err != nil {
-		t.Fatalf("Root.Lstat(/etc/passwd) in the intact blocks = %v, %v", ok, err)
+		t.Fatalf("Tree().Lstat(/etc/passwd) in the intact blocks = %v, %v", ok, err)
 	}
 	_, _, err = root.Lstat("/zzz/b")
 	if err == nil || !strings.Contains(err.Error(), view+": block ") || !strings.Contains(err.Error(), "no blob here") {
-		t.Fatalf("Root.Lstat(/zzz/b) error = %v, want the damaged block of %s and the rebuild's error", err, view)
+		t.Fatalf("Tree().Lstat(/zzz/b) error = %v, want the damaged block of %s and the rebuild's error", err, view)
 	}
 	if !errors.Is(warm.Err(), err) && warm.Err().Error() != err.Error() {
 		t.Errorf("Err() = %v, want %v", warm.Err(), err)
 	}
-	// Not a missing path, which Root's callers skip.
+	// Not a missing path, which the Tree's callers skip.
 	if errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the error is fs.ErrNotExist: %v", err)
 	}
 	// Once damaged, every method fails, even for what the view had.
 	if _, _, err := root.Lstat("/etc/passwd"); err == nil {
-		t.Error("Root.Lstat(/etc/passwd) after the damage: no error")
+		t.Error("Tree().Lstat(/etc/passwd) after the damage: no error")
 	}
 	if _, err := root.ReadFile("/etc/passwd"); err == nil || errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("Root.ReadFile(/etc/passwd) after the damage: %v, want an error that is not fs.ErrNotExist", err)
+		t.Errorf("Tree().ReadFile(/etc/passwd) after the damage: %v, want an error that is not fs.ErrNotExist", err)
 	}
 	if _, err := root.ReadDir("/etc"); err == nil {
-		t.Error("Root.ReadDir(/etc) after the damage: no error")
+		t.Error("Tree().ReadDir(/etc) after the damage: no error")
 	}
 	if _, err := os.Stat(view); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the damaged view: %v, want it removed", err)

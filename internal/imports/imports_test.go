@@ -19,7 +19,7 @@ const module = "github.com/mcbake/mcbake/"
 
 // pure are the packages that must build with CGO_ENABLED=0, no build tags,
 // and nothing from containers/* in their dependencies.
-var pure = []string{"machineconfig", "manifest", "render", "revert", "node", "cmd/mcbake-node", "internal/cli"}
+var pure = []string{"machineconfig", "manifest", "fstree", "render", "revert", "node", "cmd/mcbake-node", "internal/cli"}
 
 // containers are the module paths of the containers libraries, under both
 // their old and their new names.

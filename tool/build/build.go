@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/internal/atomicdir"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
@@ -291,7 +292,7 @@ type Prepared struct {
 	// BaseDiffIDs are the base's layers' diff IDs: the built image starts
 	// with them.
 	BaseDiffIDs []digest.Digest
-	Tree        render.Root
+	Tree        fstree.Tree
 	Rendered    *render.Result
 	// Manifest and ManifestJSON are nil for a guard-only build.
 	Manifest     *manifest.Manifest
@@ -362,7 +363,7 @@ func Prepare(b *image.Base, opts Options) (*Prepared, error) {
 	m := res.Manifest(merged.MachineConfigs)
 	m.Base = &manifest.Image{Reference: portableName(opts.Base), Digest: b.Digest()}
 	for i := range m.Entries {
-		if m.Entries[i].Base, err = render.BaseState(tree, m.Entries[i]); err != nil {
+		if m.Entries[i].Base, err = fstree.BaseState(tree, m.Entries[i]); err != nil {
 			return nil, fmt.Errorf("%s: %w", m.Entries[i].Path, err)
 		}
 	}

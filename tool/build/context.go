@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/internal/atomicdir"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/render"
@@ -151,7 +152,7 @@ func at(e render.Entry, where string) render.Entry {
 
 // addParents adds the directories above p that byPath lacks, with the
 // base's metadata where the base has the directory.
-func addParents(byPath map[string]render.Entry, p string, tree render.Root) error {
+func addParents(byPath map[string]render.Entry, p string, tree fstree.Tree) error {
 	for d := path.Dir(p); d != "/"; d = path.Dir(d) {
 		if _, ok := byPath[d]; ok {
 			continue

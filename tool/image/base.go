@@ -8,8 +8,8 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/internal/baseindex"
-	"github.com/mcbake/mcbake/render"
 )
 
 // BaseOptions say how to open and index a base image.
@@ -34,9 +34,9 @@ type Base struct {
 	Index *baseindex.Index
 }
 
-// Tree is the base's merged filesystem as render.Root: what the renderer,
+// Tree is the base's merged filesystem as fstree.Tree: what the renderer,
 // the base-state comparison and revert prediction read.
-func (b *Base) Tree() render.Root { return baseindex.Root{Index: b.Index} }
+func (b *Base) Tree() fstree.Tree { return b.Index.Tree() }
 
 // OpenBaseWhile opens the base ref in a goroutine while work runs on
 // the calling one, which starts it at once (docs/design.md, The warm

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/render"
@@ -17,7 +18,7 @@ import (
 type baseInput struct {
 	ref    string
 	digest digest.Digest
-	tree   render.Root
+	tree   fstree.Tree
 }
 
 // checker runs the rules over one set of inputs.
@@ -26,7 +27,7 @@ type checker struct {
 	merged *machineconfig.Merged
 	base   *baseInput // nil without --base
 	image  *imageInput
-	root   render.Root
+	root   fstree.Tree
 	strict bool
 
 	findings []Finding
@@ -254,7 +255,7 @@ func cleanAbs(p string) bool {
 // root's symlinks and, for a directory whose path is a symlink to one,
 // the symlink followed too (as mkdir -p does).
 func (c *checker) resolve(p string, dir bool) (string, error) {
-	return render.Locate(c.root, p, dir)
+	return fstree.Locate(c.root, p, dir)
 }
 
 func at(s machineconfig.Source, suffix string) machineconfig.Source {

@@ -4,6 +4,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/render"
@@ -35,7 +36,7 @@ func (c *checker) contentMismatch() {
 		if !ok || e.Type == manifest.Absent || e.Managed != "" {
 			continue
 		}
-		have, found, err := render.Observe(img.tree, e.Where(), e.Entry)
+		have, found, err := fstree.Observe(img.tree, e.Where(), e.Entry)
 		if err != nil {
 			c.skip(RuleContentMismatch, "the image could not be read: "+firstLine(err))
 			return

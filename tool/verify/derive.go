@@ -3,6 +3,7 @@ package verify
 import (
 	"fmt"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/render"
@@ -18,7 +19,7 @@ import (
 // base paths (a disabled unit's enablement link) that the image already
 // has as the MachineConfigs need them, so that the daemon writes nothing
 // there. The entries' sources are the MachineConfig fields that own them.
-func derive(m *machineconfig.Merged, layered, base render.Root) (revert.Ownership, error) {
+func derive(m *machineconfig.Merged, layered, base fstree.Tree) (revert.Ownership, error) {
 	onNode, err := render.Render(m, layered)
 	if err != nil {
 		return revert.Ownership{}, fmt.Errorf("rendering the MachineConfigs against the image: %w", err)

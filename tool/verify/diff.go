@@ -7,9 +7,9 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
-	"github.com/mcbake/mcbake/render"
 	"github.com/mcbake/mcbake/revert"
 	"github.com/mcbake/mcbake/tool/image"
 )
@@ -147,7 +147,7 @@ func (o DiffOptions) baseOptions() image.BaseOptions {
 // diffDerived predicts the revert of an image without an ownership
 // manifest: the MachineConfigs rendered against the image's own tree
 // (indexed from its layers) are what the node owns (see derive).
-func diffDerived(ctx context.Context, o DiffOptions, base revert.ImageRef, tree render.Root) (_ *revert.Report, err error) {
+func diffDerived(ctx context.Context, o DiffOptions, base revert.ImageRef, tree fstree.Tree) (_ *revert.Report, err error) {
 	mcs, err := o.load()
 	if err != nil {
 		return nil, err

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/internal/baseindex"
 	"github.com/mcbake/mcbake/internal/decompress"
 	"github.com/mcbake/mcbake/manifest"
-	"github.com/mcbake/mcbake/render"
 	"github.com/mcbake/mcbake/tool/image"
 	"github.com/opencontainers/go-digest"
 )
@@ -33,7 +33,7 @@ type imageInput struct {
 	// ignition-apply); tree is then its indexed filesystem, from which
 	// revert analysis reads its defaults.
 	builtByOthers bool
-	tree          render.Root
+	tree          fstree.Tree
 	// close closes the image tree reads (nil when there is none): its
 	// index reads the layers again should its cached view be damaged.
 	close func() error
@@ -79,7 +79,7 @@ func readImage(ctx context.Context, ref string, opts image.BaseOptions, baseDige
 		if err != nil {
 			return nil, fmt.Errorf("indexing %s: %w", ref, err)
 		}
-		in.builtByOthers, in.tree, in.close = true, baseindex.Root{Index: ix}, im.Close
+		in.builtByOthers, in.tree, in.close = true, ix.Tree(), im.Close
 		return in, nil
 	}
 	layers := im.Layers()

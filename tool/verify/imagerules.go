@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"fmt"
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/tool/guard"
 	"path"
 	"sort"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
-	"github.com/mcbake/mcbake/render"
 	"github.com/mcbake/mcbake/revert"
 	"github.com/mcbake/mcbake/tool/image"
 	"github.com/opencontainers/go-digest"
@@ -246,7 +246,7 @@ func (c *checker) renderDrift() {
 	}
 	fresh := c.rendered.Manifest(c.merged.MachineConfigs)
 	for i := range fresh.Entries {
-		st, err := render.BaseState(c.root, fresh.Entries[i])
+		st, err := fstree.BaseState(c.root, fresh.Entries[i])
 		if err != nil {
 			c.add(RuleRenderFailure, c.sourceOf(fresh.Entries[i].Source), fresh.Entries[i].Path, "reading the base: %v", err)
 			return

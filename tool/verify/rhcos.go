@@ -19,7 +19,7 @@ var rhcosLinks = map[string]string{
 	"/var/run":   "../run",
 }
 
-// rhcosRoot is the render.Root used without --base: an image that has
+// rhcosRoot is the fstree.Tree used without --base: an image that has
 // nothing but RHCOS's symlinks into /var, so that paths are classified as
 // they would be on RHCOS. No file exists in it and no owner name resolves.
 type rhcosRoot struct{}

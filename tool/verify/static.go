@@ -4,6 +4,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/render"
@@ -171,7 +172,7 @@ func hasDropins(u machineconfig.Unit) bool {
 // unitFile finds the unit file systemctl would use, in the base only
 // with --base; a base that cannot be read is a render failure (MCB014).
 func (c *checker) unitFile(name string, src machineconfig.Source) ([]byte, bool) {
-	var root render.Root
+	var root fstree.Tree
 	if c.base != nil {
 		root = c.root
 	}

@@ -8,10 +8,10 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/node"
-	"github.com/mcbake/mcbake/render"
 )
 
 // OpenRoot opens dir as a node root, closed when the test ends.
@@ -34,8 +34,8 @@ func OpenRoot(t testing.TB, dir string) *node.Root {
 // is itself a symlink to a directory is followed too, as mkdir -p does.
 func Resolve(t testing.TB, newRoot string, me manifest.Entry) string {
 	t.Helper()
-	rp, err := render.Locate(OpenRoot(t, newRoot), me.Path, me.Type == manifest.Directory)
-	if errors.Is(err, render.ErrTooManyLinks) {
+	rp, err := fstree.Locate(OpenRoot(t, newRoot), me.Path, me.Type == manifest.Directory)
+	if errors.Is(err, fstree.ErrTooManyLinks) {
 		return me.Path // a loop: nothing is at the path
 	}
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/internal/cli"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/render"
@@ -27,9 +28,9 @@ parent symlinks are followed.`,
   mcbake render -f worker.yaml -f 99-extra.yaml -o out/ --root /srv/rhcos-rootfs`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			var r render.Root
+			var r fstree.Tree
 			if root != "" {
-				d, err := render.OpenDir(root)
+				d, err := fstree.Open(root)
 				if err != nil {
 					return fmt.Errorf("--root: %w", err)
 				}

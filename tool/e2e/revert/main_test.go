@@ -6,10 +6,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/internal/testing/testbase"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
-	"github.com/mcbake/mcbake/render"
 	"github.com/mcbake/mcbake/revert"
 	"github.com/mcbake/mcbake/tool/image"
 	"github.com/mcbake/mcbake/tool/image/imagestest"
@@ -76,7 +76,7 @@ func loadMCs(t *testing.T, files ...string) []*machineconfig.MachineConfig {
 }
 
 // diff is revert.Diff, failing the test on an error.
-func diff(t *testing.T, m *manifest.Manifest, image, base revert.ImageRef, tree render.Root) *revert.Report {
+func diff(t *testing.T, m *manifest.Manifest, image, base revert.ImageRef, tree fstree.Tree) *revert.Report {
 	t.Helper()
 	r, err := revert.Diff(m, image, base, tree)
 	if err != nil {

@@ -5,15 +5,18 @@ import (
 	"path"
 	"strings"
 
+	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/manifest"
-	"github.com/mcbake/mcbake/render"
 )
 
-// Root is an Index seen as a render.Root: the image's merged filesystem as
-// a node sees it once the image is extracted. It also implements
-// render.SameFiler with the image's hard links. Every method returns
-// the Index's Err, if any, rather than what it found.
-type Root struct{ Index *Index }
+// Tree is the Index seen as a fstree.Tree: the image's merged filesystem
+// as a node sees it once the image is extracted. It also implements
+// fstree.TypeStater, and fstree.SameFiler with the image's hard links.
+// Every method returns the Index's Err, if any, rather than what it found.
+func (ix *Index) Tree() fstree.Tree { return tree{ix} }
+
+// tree is an Index's Tree.
+type tree struct{ ix *Index }
 
 func rel(p string) string { return strings.TrimPrefix(p, "/") }
 
@@ -21,7 +24,7 @@ func rel(p string) string { return strings.TrimPrefix(p, "/") }
 // extracted: a hard link (ostree-ext bases hard-link every path to its
 // object) is the file or symlink it shares an inode with, with that
 // file's size and digest. Devices and fifos are manifest.Other. A
-// deferred digest is not there: Root.Lstat computes it.
+// deferred digest is not there: the Tree's Lstat computes it.
 func (n *Node) Entry() manifest.Entry {
 	t, target := n.Lstat()
 	e := manifest.Entry{Path: "/" + n.Path, Mode: manifest.Mode(n.Mode), UID: int(n.UID), GID: int(n.GID), Target: target}
@@ -38,16 +41,16 @@ func (n *Node) Entry() manifest.Entry {
 	return e
 }
 
-// Lstat implements render.Root. Parent directories are resolved through
+// Lstat implements fstree.Tree. Parent directories are resolved through
 // the image's symlinks first.
-func (r Root) Lstat(p string) (manifest.Entry, bool, error) { return r.lstat(p, true) }
+func (r tree) Lstat(p string) (manifest.Entry, bool, error) { return r.lstat(p, true) }
 
-// LstatType implements render.TypeStater: Lstat without computing a
+// LstatType implements fstree.TypeStater: Lstat without computing a
 // deferred digest (a containers-storage file's, read from the unpacked
 // layer).
-func (r Root) LstatType(p string) (manifest.Entry, bool, error) { return r.lstat(p, false) }
+func (r tree) LstatType(p string) (manifest.Entry, bool, error) { return r.lstat(p, false) }
 
-func (r Root) lstat(p string, digest bool) (manifest.Entry, bool, error) {
+func (r tree) lstat(p string, digest bool) (manifest.Entry, bool, error) {
 	n, ok, err := r.node(p)
 	if err != nil || !ok {
 		return manifest.Entry{}, false, err
@@ -55,7 +58,7 @@ func (r Root) lstat(p string, digest bool) (manifest.Entry, bool, error) {
 	e := n.Entry()
 	e.Path = path.Clean("/" + p)
 	if digest && n.Deferred() {
-		d, err := r.Index.Digest(n)
+		d, err := r.ix.Digest(n)
 		if err != nil {
 			return manifest.Entry{}, false, err
 		}
@@ -65,58 +68,58 @@ func (r Root) lstat(p string, digest bool) (manifest.Entry, bool, error) {
 }
 
 // node finds p's node with p's parents resolved.
-func (r Root) node(p string) (*Node, bool, error) {
+func (r tree) node(p string) (*Node, bool, error) {
 	n, ok, err := r.resolveNode(p)
-	if ierr := r.Index.Err(); ierr != nil {
+	if ierr := r.ix.Err(); ierr != nil {
 		return nil, false, ierr
 	}
 	return n, ok, err
 }
 
-func (r Root) resolveNode(p string) (*Node, bool, error) {
+func (r tree) resolveNode(p string) (*Node, bool, error) {
 	// Two common cases need no resolving, for a clean path (Lookup would
 	// drop a ".." lexically, before the symlink it follows): no symlink on
 	// the way, as every ancestor of an indexed node is a real directory;
 	// and a path missing under a parent found as it is named and not a
 	// symlink, as resolving it gives the same path.
 	if p == path.Clean(p) {
-		if n, ok := r.Index.Lookup(rel(p)); ok {
+		if n, ok := r.ix.Lookup(rel(p)); ok {
 			return n, true, nil
 		}
 		if dir := path.Dir(p); dir != p {
-			if d, ok := r.Index.Lookup(rel(dir)); ok {
+			if d, ok := r.ix.Lookup(rel(dir)); ok {
 				if t, _ := d.Lstat(); t != Symlink {
 					return nil, false, nil
 				}
 			}
 		}
 	}
-	rp, err := render.Resolve(r, p)
+	rp, err := fstree.Resolve(r, p)
 	if err != nil {
 		return nil, false, err
 	}
-	n, ok := r.Index.Lookup(rel(rp))
+	n, ok := r.ix.Lookup(rel(rp))
 	return n, ok, nil
 }
 
-// ReadFile implements render.Root for the files whose content the index
+// ReadFile implements fstree.Tree for the files whose content the index
 // keeps (see Index.Content), following symlinks inside the image.
-func (r Root) ReadFile(p string) ([]byte, error) {
+func (r tree) ReadFile(p string) ([]byte, error) {
 	b, err := r.readFile(p)
-	if ierr := r.Index.Err(); ierr != nil {
+	if ierr := r.ix.Err(); ierr != nil {
 		return nil, ierr
 	}
 	return b, err
 }
 
-func (r Root) readFile(p string) ([]byte, error) {
+func (r tree) readFile(p string) ([]byte, error) {
 	cur := p
-	for i := 0; i <= render.MaxSymlinks; i++ {
-		rp, err := render.Resolve(r, cur)
+	for i := 0; i <= fstree.MaxSymlinks; i++ {
+		rp, err := fstree.Resolve(r, cur)
 		if err != nil {
 			return nil, err
 		}
-		n, ok := r.Index.Lookup(rel(rp))
+		n, ok := r.ix.Lookup(rel(rp))
 		if !ok {
 			break
 		}
@@ -127,7 +130,7 @@ func (r Root) readFile(p string) ([]byte, error) {
 			cur = target
 			continue
 		}
-		if b, ok := r.Index.Content(rel(rp)); ok {
+		if b, ok := r.ix.Content(rel(rp)); ok {
 			return b, nil
 		}
 		break
@@ -141,14 +144,14 @@ func symlinkTarget(n *Node) (string, bool) {
 	return target, t == Symlink
 }
 
-// ReadDir implements render.Root.
-func (r Root) ReadDir(p string) ([]string, error) {
-	rp, err := render.Resolve(r, p)
+// ReadDir implements fstree.Tree.
+func (r tree) ReadDir(p string) ([]string, error) {
+	rp, err := fstree.Resolve(r, p)
 	if err != nil {
 		return nil, err
 	}
-	nodes := r.Index.ReadDir(rel(rp))
-	if err := r.Index.Err(); err != nil {
+	nodes := r.ix.ReadDir(rel(rp))
+	if err := r.ix.Err(); err != nil {
 		return nil, err
 	}
 	names := make([]string, 0, len(nodes))
@@ -158,9 +161,9 @@ func (r Root) ReadDir(p string) ([]string, error) {
 	return names, nil
 }
 
-// SameFile implements render.SameFiler: a and b are one inode when they
+// SameFile implements fstree.SameFiler: a and b are one inode when they
 // are the same path, or hard links one to the other or to the same path.
-func (r Root) SameFile(a, b string) (bool, error) {
+func (r tree) SameFile(a, b string) (bool, error) {
 	na, okA, err := r.node(a)
 	if err != nil || !okA {
 		return false, err

@@ -1,4 +1,6 @@
-package render
+// Package fstree is the filesystem tree interface rendering, prediction
+// and the node read: a directory on disk or a base image's index.
+package fstree
 
 import (
 	"errors"
@@ -9,16 +11,16 @@ import (
 	"github.com/mcbake/mcbake/manifest"
 )
 
-// Root is the filesystem a rendering is applied to: where owner names
+// Tree is the filesystem a rendering is applied to: where owner names
 // resolve, presets and base unit files are read, and parent symlinks are
 // followed. A directory on disk (Dir), a base image's index and the trees
 // revert prediction compares with implement it. All paths are absolute and
 // clean.
 //
-// A Root reports I/O failures as errors; a path that does not exist is
+// A Tree reports I/O failures as errors; a path that does not exist is
 // not an error (ok false, or an error wrapping fs.ErrNotExist from
 // ReadFile).
-type Root interface {
+type Tree interface {
 	// Lstat describes path as lstat(2) would once the tree is on disk,
 	// without following a final symlink: Type is File, Directory, Symlink
 	// or manifest.Other (a hard link is the file or symlink it shares an
@@ -36,7 +38,7 @@ type Root interface {
 	ReadDir(path string) ([]string, error)
 }
 
-// TypeStater is implemented by Roots for which a regular file's Digest is
+// TypeStater is implemented by Trees for which a regular file's Digest is
 // the dear part of Lstat (its content is read and hashed): LstatType is
 // Lstat that may leave Digest out. Resolving paths and systemd's unit
 // search need types, sizes and targets only, for every path they try.
@@ -44,15 +46,16 @@ type TypeStater interface {
 	LstatType(path string) (e manifest.Entry, ok bool, err error)
 }
 
-// lstatType is root's LstatType, or its Lstat.
-func lstatType(root Root, p string) (manifest.Entry, bool, error) {
-	if t, ok := root.(TypeStater); ok {
-		return t.LstatType(p)
+// LstatType is t's LstatType when it is a TypeStater, its Lstat
+// otherwise.
+func LstatType(t Tree, p string) (manifest.Entry, bool, error) {
+	if ts, ok := t.(TypeStater); ok {
+		return ts.LstatType(p)
 	}
-	return root.Lstat(p)
+	return t.Lstat(p)
 }
 
-// SameFiler is implemented by Roots that know which paths are one file (an
+// SameFiler is implemented by Trees that know which paths are one file (an
 // inode): hard links. Observe uses it to recognise a hard link.
 type SameFiler interface {
 	// SameFile reports whether a and b are the same file; false when
@@ -60,21 +63,23 @@ type SameFiler interface {
 	SameFile(a, b string) (bool, error)
 }
 
-// emptyRoot is the Root used when none is given: nothing exists.
-type emptyRoot struct{}
+// Empty is the tree in which nothing exists.
+var Empty Tree = empty{}
 
-func (emptyRoot) Lstat(string) (manifest.Entry, bool, error) { return manifest.Entry{}, false, nil }
-func (emptyRoot) ReadFile(p string) ([]byte, error) {
+type empty struct{}
+
+func (empty) Lstat(string) (manifest.Entry, bool, error) { return manifest.Entry{}, false, nil }
+func (empty) ReadFile(p string) ([]byte, error) {
 	return nil, &fs.PathError{Op: "open", Path: p, Err: fs.ErrNotExist}
 }
-func (emptyRoot) ReadDir(string) ([]string, error) { return nil, nil }
+func (empty) ReadDir(string) ([]string, error) { return nil, nil }
 
 // Observe returns what root has at p for comparison with want
 // (manifest.Compare): Lstat's view, except that when want is a hard link,
 // the file at p is reported as a hard link whose Target is want.Target
 // when root says they are one file (SameFiler), and with no target
 // otherwise. ok is false when p does not exist.
-func Observe(root Root, p string, want manifest.Entry) (manifest.Entry, bool, error) {
+func Observe(root Tree, p string, want manifest.Entry) (manifest.Entry, bool, error) {
 	have, ok, err := root.Lstat(p)
 	if err != nil || !ok || want.Type != manifest.Hardlink || have.Type != manifest.File {
 		return have, ok, err
@@ -94,7 +99,7 @@ func Observe(root Root, p string, want manifest.Entry) (manifest.Entry, bool, er
 
 // BaseState is root's state of the owned entry e at the path it occupies
 // (e.Where()): absent, the same, or which attributes differ.
-func BaseState(root Root, e manifest.Entry) (*manifest.BaseState, error) {
+func BaseState(root Tree, e manifest.Entry) (*manifest.BaseState, error) {
 	have, ok, err := Observe(root, e.Where(), e)
 	if err != nil {
 		return nil, err
@@ -118,7 +123,7 @@ var ErrTooManyLinks = errors.New("too many levels of symbolic links")
 // MaxSymlinks symlinks (a loop) is an error wrapping ErrTooManyLinks. The
 // work is bounded by MaxSymlinks times the length of a target (which
 // trees cap at PATH_MAX).
-func Resolve(root Root, p string) (string, error) {
+func Resolve(root Tree, p string) (string, error) {
 	parts := splitPath(p)
 	if len(parts) == 0 {
 		return "/", nil
@@ -135,7 +140,7 @@ func Resolve(root Root, p string) (string, error) {
 }
 
 // resolveDir walks parts from the root, following every symlink.
-func resolveDir(root Root, parts []string) (string, error) {
+func resolveDir(root Tree, parts []string) (string, error) {
 	w := walker{root: root, cur: "/"}
 	for _, c := range parts {
 		if err := w.walk(c); err != nil {
@@ -149,7 +154,7 @@ func resolveDir(root Root, parts []string) (string, error) {
 // symlink: cur is where the components walked so far lead, and links
 // counts the symlinks followed on the way, as resolveDir counts them.
 type walker struct {
-	root  Root
+	root  Tree
 	cur   string
 	links int
 }
@@ -165,7 +170,7 @@ func (w *walker) walk(c string) error {
 			continue
 		}
 		next := path.Join(w.cur, c)
-		e, ok, err := lstatType(w.root, next)
+		e, ok, err := LstatType(w.root, next)
 		if err != nil {
 			return err
 		}
@@ -184,12 +189,32 @@ func (w *walker) walk(c string) error {
 	return nil
 }
 
+// Locate returns where p lands in root: its parents resolved through the
+// root's symlinks and, for a directory, its own path too when the root
+// has a symlink there (as mkdir -p follows it: a directory /usr/local is
+// /var/usrlocal on RHCOS).
+func Locate(root Tree, p string, dir bool) (string, error) {
+	rp, err := Resolve(root, p)
+	if err != nil || !dir {
+		return rp, err
+	}
+	n, ok, err := root.Lstat(rp)
+	if err != nil {
+		return "", err
+	}
+	if ok && n.Type == manifest.Symlink {
+		inside, err := Resolve(root, path.Join(rp, "x"))
+		return path.Dir(inside), err
+	}
+	return rp, nil
+}
+
 // ResolveAncestors calls fn with each directory above the absolute, clean
 // path p, outermost first and without "/", and what Resolve returns for
 // it (its parents resolved, itself as it is), until fn returns false. It walks p once, where resolving each
 // directory on its own would walk its every parent again: a deep path
 // costs its depth, not its depth squared.
-func ResolveAncestors(root Root, p string, fn func(dir, resolved string) bool) error {
+func ResolveAncestors(root Tree, p string, fn func(dir, resolved string) bool) error {
 	parts := splitPath(p)
 	w := walker{root: root, cur: "/"}
 	dir := ""

@@ -1,4 +1,4 @@
-package render
+package fstree
 
 import (
 	"errors"
@@ -18,6 +18,11 @@ import (
 
 // Size limits of what a Dir reads (see docs/limits.md).
 const (
+	// MaxContent is the largest content a MachineConfig's file may have
+	// once decompressed (docs/design.md, "What is refused"): a tree may
+	// leave out the digest of a larger regular file, which no rendered
+	// file can equal.
+	MaxContent = 64 << 20
 	// MaxReadFile bounds ReadFile: the files a rendering parses (passwd,
 	// group, presets, unit files) are a few KiB on real systems.
 	MaxReadFile = 4 << 20
@@ -34,7 +39,7 @@ var ErrNotRegular = errors.New("not a regular file")
 // ErrTooLarge is returned by ReadFile for a file larger than MaxReadFile.
 var ErrTooLarge = fmt.Errorf("larger than %d MiB", MaxReadFile>>20)
 
-// Dir is a Root backed by a directory on disk, such as a node's root or
+// Dir is a Tree backed by a directory on disk, such as a node's root or
 // an ostree deployment. Every lookup goes through openat2(2) with
 // RESOLVE_IN_ROOT, so symlinks (absolute or with "..") resolve as if the
 // directory were "/" and nothing outside it is ever reached; the last
@@ -46,8 +51,8 @@ type Dir struct {
 	path string
 }
 
-// OpenDir opens the directory dir as a Root.
-func OpenDir(dir string) (*Dir, error) {
+// Open opens the directory dir as a Tree.
+func Open(dir string) (*Dir, error) {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
@@ -103,7 +108,7 @@ func absent(err error) bool {
 	return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR)
 }
 
-// Lstat implements Root.
+// Lstat implements Tree.
 func (d *Dir) Lstat(p string) (manifest.Entry, bool, error) { return d.lstat(p, true) }
 
 // LstatType implements TypeStater: Lstat without reading the file.
@@ -219,7 +224,7 @@ func readlinkAt(dfd int, name string) (string, error) {
 	return string(buf[:n]), nil
 }
 
-// ReadFile implements Root: it follows symlinks inside the root and reads
+// ReadFile implements Tree: it follows symlinks inside the root and reads
 // at most MaxReadFile bytes of a regular file (ErrTooLarge beyond that,
 // ErrNotRegular for anything else).
 func (d *Dir) ReadFile(p string) (_ []byte, err error) {
@@ -242,7 +247,7 @@ func (d *Dir) ReadFile(p string) (_ []byte, err error) {
 	return b, nil
 }
 
-// ReadDir implements Root. The directory is opened without following a
+// ReadDir implements Tree. The directory is opened without following a
 // final symlink: a symlink is not a directory.
 func (d *Dir) ReadDir(p string) (_ []string, err error) {
 	fd, err := d.OpenIn(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW)
