@@ -1,9 +1,6 @@
-// Package imports holds the tests that keep mcbake's package map honest
-// (docs/design.md, "Packages"): the library packages a node or another
-// program imports build without cgo and without any containers/* module,
-// the library's module requires none, in the tool's module only one
-// package talks to each of containers/image+storage and buildah, and the
-// test harnesses (internal/testing/...) stay out of production code.
+// Package imports holds the tests that keep the package map,
+// docs/design.md "Packages", true: it lists every package, and its import
+// rules hold.
 package imports
 
 import (
@@ -189,5 +186,63 @@ func TestHarnessesOnlyInTests(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("go list found no package under internal/testing/ or tool/internal/testing/")
+	}
+}
+
+// TestPackageMap: docs/design.md's "Packages" lists every package of both
+// modules, once, and nothing else: its first indented list is the
+// library's, its second the tool's.
+func TestPackageMap(t *testing.T) {
+	doc, err := os.ReadFile(libraryDir + "/docs/design.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "\n## Packages\n")
+	if !ok {
+		t.Fatal(`docs/design.md has no "## Packages" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	var lists [][]string
+	inList := false
+	for _, line := range strings.Split(section, "\n") {
+		indented := strings.HasPrefix(line, "    ")
+		if indented && !inList {
+			lists = append(lists, nil)
+		}
+		inList = indented
+		if indented {
+			lists[len(lists)-1] = append(lists[len(lists)-1], strings.Fields(line)[0])
+		}
+	}
+	if len(lists) != 2 {
+		t.Fatalf(`docs/design.md's "Packages" has %d indented lists, want 2 (the library's, the tool's)`, len(lists))
+	}
+	modules := []struct {
+		dir, prefix string
+		env         []string
+	}{
+		{libraryDir, module, []string{"GOFLAGS="}},
+		{toolDir, module + "tool/", []string{"GOFLAGS=-tags=containers_image_openpgp,exclude_graphdriver_btrfs"}},
+	}
+	for i, m := range modules {
+		want := map[string]bool{}
+		for _, p := range list(t, m.dir, m.env, "./...") {
+			want[strings.TrimPrefix(p.ImportPath, m.prefix)] = true
+		}
+		seen := map[string]bool{}
+		for _, p := range lists[i] {
+			switch {
+			case seen[p]:
+				t.Errorf("docs/design.md lists %s twice", p)
+			case !want[p]:
+				t.Errorf("docs/design.md lists %s, which is not a package of %s", p, m.dir)
+			}
+			seen[p] = true
+		}
+		for p := range want {
+			if !seen[p] {
+				t.Errorf("docs/design.md does not list %s (module at %s)", p, m.dir)
+			}
+		}
 	}
 }
