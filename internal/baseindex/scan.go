@@ -18,6 +18,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	digest "github.com/opencontainers/go-digest"
 
+	"github.com/mcbake/mcbake/internal/baseindex/tarparse"
 	"github.com/mcbake/mcbake/internal/decompress"
 	"github.com/mcbake/mcbake/machineconfig"
 )
@@ -95,7 +96,7 @@ func scanLayer(ctx context.Context, l Layer, progress func(digest.Digest, int64)
 // entries whose content to keep in the scanner's got map.
 func scanBlob(ctx context.Context, l Layer, progress func(digest.Digest, int64), want map[int]bool, skipEstargz bool) (*scanner, error) {
 	s, err := scanBlobWith(ctx, l, progress, want, skipEstargz, false)
-	if errors.Is(err, errSparse) {
+	if errors.Is(err, tarparse.ErrSparse) {
 		// The rare layer with a sparse file is read again, with
 		// archive/tar.
 		return scanBlobWith(ctx, l, progress, want, skipEstargz, true)
@@ -129,7 +130,7 @@ func scanBlobWith(ctx context.Context, l Layer, progress func(digest.Digest, int
 		s.diff = l.DiffID.Algorithm().Hash()
 	}
 	if err := s.readBlob(br, l.MediaType); err != nil {
-		if ctx.Err() != nil || isLimit(err) || errors.Is(err, errSparse) {
+		if ctx.Err() != nil || isLimit(err) || errors.Is(err, tarparse.ErrSparse) {
 			// A limit refuses the layer whatever the rest of the blob; a
 			// sparse file has it read again.
 			return nil, err
@@ -263,7 +264,7 @@ type scanner struct {
 	// skipEstargz skips eStargz's metadata files.
 	skipEstargz bool
 	// archiveTar reads the stream with archive/tar, which expands sparse
-	// files, rather than tarReader.
+	// files, rather than tarparse.Reader.
 	archiveTar bool
 	// diff, when set, hashes the uncompressed stream, for Layer.DiffID.
 	diff hash.Hash
@@ -292,16 +293,16 @@ func newListScanner() *scanner {
 	return &scanner{kept: map[string][]byte{}, scanned: newScanned(), got: map[int][]byte{}, budget: keptBudget{scope: "of this layer"}}
 }
 
-// readTar reads every entry of a tar stream, with tarReader unless the
+// readTar reads every entry of a tar stream, with tarparse.Reader unless the
 // scanner is told to use archive/tar.
 func (s *scanner) readTar(r io.Reader) error {
 	if s.archiveTar {
 		return eachEntry(tar.NewReader(r), s.add)
 	}
-	return eachEntry(newTarReader(r), s.add)
+	return eachEntry(tarparse.NewReader(r), s.add)
 }
 
-// entryReader reads a tar stream: archive/tar's Reader or tarReader.
+// entryReader reads a tar stream: archive/tar's Reader or tarparse.Reader.
 type entryReader interface {
 	Next() (*tar.Header, error)
 	io.Reader

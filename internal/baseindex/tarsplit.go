@@ -13,6 +13,8 @@ import (
 	"io"
 
 	"github.com/klauspost/compress/gzip"
+
+	"github.com/mcbake/mcbake/internal/baseindex/tarparse"
 )
 
 // Unpacked is a layer as containers-storage keeps it: its files unpacked
@@ -40,7 +42,7 @@ var crcISO = crc64.MakeTable(crc64.ISO)
 
 // tarSplitListing lists a layer from its tar-split: each segment holds
 // the padding after the previous file's content and the next entry's
-// header blocks, which parseHeader reads, and the file entry after it
+// header blocks, which tarparse.ParseHeader reads, and the file entry after it
 // gives the size and CRC-64 of the content the tar-split left out. The
 // contents it reads come from the unpacked files and are checked against
 // that CRC-64.
@@ -84,13 +86,13 @@ func (l *tarSplitListing) next() (*tar.Header, *Digest, int, error) {
 			return nil, nil, 0, err
 		}
 		if l.done || len(blocks) == 0 {
-			if !allZero(blocks) {
+			if !tarparse.AllZero(blocks) {
 				return nil, nil, 0, fallback("tar-split: data after the end of the archive")
 			}
 			continue
 		}
-		err = parseHeader(blocks, &l.hdr) // the scanner keeps no header
-		if err == errEndOfArchive {
+		err = tarparse.ParseHeader(blocks, &l.hdr) // the scanner keeps no header
+		if err == tarparse.ErrEndOfArchive {
 			l.done = true
 			continue
 		}
@@ -108,7 +110,7 @@ func (l *tarSplitListing) segment(b64 []byte) ([]byte, error) {
 	for k := len(b64) - 1; k >= 0 && k >= len(b64)-2 && b64[k] == '='; k-- {
 		n--
 	}
-	pad := int((blockSize - l.pos%blockSize) % blockSize)
+	pad := int((tarparse.BlockSize - l.pos%tarparse.BlockSize) % tarparse.BlockSize)
 	if l.done {
 		pad = 0
 	}

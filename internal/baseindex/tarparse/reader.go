@@ -1,4 +1,4 @@
-package baseindex
+package tarparse
 
 import (
 	"archive/tar"
@@ -8,18 +8,18 @@ import (
 	"strings"
 )
 
-// tarReader reads a tar stream's entries as archive/tar's Reader does,
+// Reader reads a tar stream's entries as archive/tar's Reader does,
 // with readHeader: a cold scan of a base with a hundred thousand headers
 // spent 7% of its CPU in archive/tar's header parsing, most of it checking
 // every header byte for non-ASCII to guess a format mcbake does not use
-// (docs/design.md, "Indexing a base"). It returns errSparse for a sparse
+// (docs/design.md, "Indexing a base"). It returns ErrSparse for a sparse
 // file, which the caller reads with archive/tar.
 //
 // Where they differ, it is in what it does not read: a header whose
 // modification time, device numbers or unused PAX records archive/tar
 // would refuse is read, not refused. Every header archive/tar reads, it
 // reads the same (FuzzTarReader).
-type tarReader struct {
+type Reader struct {
 	r   io.Reader
 	buf []byte
 	hdr tar.Header
@@ -30,13 +30,14 @@ type tarReader struct {
 	err error
 }
 
-func newTarReader(r io.Reader) *tarReader {
-	return &tarReader{r: r, buf: make([]byte, blockSize)}
+// NewReader returns a Reader of the tar stream r.
+func NewReader(r io.Reader) *Reader {
+	return &Reader{r: r, buf: make([]byte, BlockSize)}
 }
 
 // Next returns the next entry's header, valid until the next call, or
 // io.EOF at the end of the archive.
-func (t *tarReader) Next() (*tar.Header, error) {
+func (t *Reader) Next() (*tar.Header, error) {
 	if t.err != nil {
 		return nil, t.err
 	}
@@ -45,15 +46,15 @@ func (t *tarReader) Next() (*tar.Header, error) {
 	return hdr, err
 }
 
-func (t *tarReader) nextHeader() (*tar.Header, error) {
+func (t *Reader) nextHeader() (*tar.Header, error) {
 	if err := t.skip(); err != nil {
 		return nil, err
 	}
 	pad, err := readHeader(t.next, &t.hdr)
-	if err == errEndOfArchive {
+	if err == ErrEndOfArchive {
 		// Two zero blocks end the archive, and so does the stream's end
 		// after one; anything else after a zero block is an error.
-		blk, err := t.next(blockSize)
+		blk, err := t.next(BlockSize)
 		switch {
 		case err == io.EOF:
 			return nil, io.EOF
@@ -61,7 +62,7 @@ func (t *tarReader) nextHeader() (*tar.Header, error) {
 			return nil, io.ErrUnexpectedEOF
 		case err != nil:
 			return nil, err
-		case !allZero(blk):
+		case !AllZero(blk):
 			return nil, errors.New("a tar header after a zero block")
 		}
 		return nil, io.EOF
@@ -76,7 +77,7 @@ func (t *tarReader) nextHeader() (*tar.Header, error) {
 	// scanner keeps paths.
 	t.hdr.Name, t.hdr.Linkname = strings.Clone(t.hdr.Name), strings.Clone(t.hdr.Linkname)
 	t.left = dataSize(&t.hdr)
-	t.pad = -t.left&(blockSize-1) + pad
+	t.pad = -t.left&(BlockSize-1) + pad
 	return &t.hdr, nil
 }
 
@@ -84,7 +85,7 @@ func (t *tarReader) nextHeader() (*tar.Header, error) {
 // ends before the first, errShortEOF when it ends after it, and the
 // stream's other errors as they are (an io.ErrUnexpectedEOF of a
 // decompressor among them), as archive/tar's tryReadFull.
-func (t *tarReader) next(n int64) ([]byte, error) {
+func (t *Reader) next(n int64) ([]byte, error) {
 	if int64(cap(t.buf)) < n {
 		t.buf = make([]byte, n)
 	}
@@ -110,7 +111,7 @@ func (t *tarReader) next(n int64) ([]byte, error) {
 // skip discards what the caller did not read of the current entry, then
 // its padding. A stream that ends in the padding ends the archive, as in
 // archive/tar.
-func (t *tarReader) skip() error {
+func (t *Reader) skip() error {
 	if t.left > 0 {
 		n, err := io.CopyN(io.Discard, t.r, t.left)
 		t.left -= n
@@ -133,7 +134,7 @@ func (t *tarReader) skip() error {
 
 // Read reads the current entry's content, as archive/tar's does: io.EOF
 // at its end, io.ErrUnexpectedEOF if the stream ends before.
-func (t *tarReader) Read(p []byte) (int, error) {
+func (t *Reader) Read(p []byte) (int, error) {
 	if t.left <= 0 {
 		return 0, io.EOF
 	}

@@ -1,4 +1,6 @@
-package baseindex
+// Package tarparse reads tar headers and streams from bytes, as
+// archive/tar does for the fields mcbake reads, at a fraction of its cost.
+package tarparse
 
 import (
 	"archive/tar"
@@ -13,33 +15,33 @@ import (
 	"unsafe"
 )
 
-// blockSize is a tar block's size.
-const blockSize = 512
+// BlockSize is a tar block's size.
+const BlockSize = 512
 
-// errEndOfArchive is what readHeader returns for a zero block.
-var errEndOfArchive = errors.New("end of archive")
+// ErrEndOfArchive is what readHeader returns for a zero block.
+var ErrEndOfArchive = errors.New("end of archive")
 
 // errShortEOF is what a stream's next returns when the stream ends after
 // some of the bytes asked for: the header block's reader makes it
 // io.ErrUnexpectedEOF, the padding's io.EOF, as archive/tar does.
 var errShortEOF = errors.New("tar stream ends inside a block")
 
-// errSparse is what readHeader returns for a sparse file (GNU's old
+// ErrSparse is what readHeader returns for a sparse file (GNU's old
 // format, or PAX's GNU.sparse records), whose content archive/tar expands
 // from a map: mcbake reads such a layer with archive/tar.
-var errSparse = errors.New("a sparse file")
+var ErrSparse = errors.New("a sparse file")
 
 // maxSpecial is the most data a PAX extended header or a GNU long name or
 // link may have, as archive/tar limits it.
 const maxSpecial = 1 << 20
 
-// parseHeader parses into hdr the header blocks of one tar entry (see
+// ParseHeader parses into hdr the header blocks of one tar entry (see
 // readHeader): a tar-split segment holds exactly such blocks. Its name and
 // link name may share the blocks' memory.
-func parseHeader(blocks []byte, hdr *tar.Header) error {
+func ParseHeader(blocks []byte, hdr *tar.Header) error {
 	next := func(n int64) ([]byte, error) {
 		if n > int64(len(blocks)) {
-			if n == blockSize {
+			if n == BlockSize {
 				return nil, errors.New("truncated tar header")
 			}
 			return nil, errors.New("truncated tar header data")
@@ -55,7 +57,7 @@ func parseHeader(blocks []byte, hdr *tar.Header) error {
 	if pad > int64(len(blocks)) {
 		return errors.New("truncated tar header data")
 	}
-	if !allZero(blocks[pad:]) {
+	if !AllZero(blocks[pad:]) {
 		return errors.New("data after a tar header")
 	}
 	return nil
@@ -72,7 +74,7 @@ func parseHeader(blocks []byte, hdr *tar.Header) error {
 // (io.EOF when there are none, errShortEOF when there are fewer, and any
 // other error of the stream as it is);
 // hdr's name and link name may share their memory. It returns
-// errEndOfArchive for a zero block, and errSparse for a sparse file. pad
+// ErrEndOfArchive for a zero block, and ErrSparse for a sparse file. pad
 // is the padding after a PAX global header, which is returned before its
 // padding is read (as archive/tar does: a stream that ends in it ends
 // after the entry), for the caller to skip.
@@ -80,15 +82,15 @@ func readHeader(next func(n int64) ([]byte, error), hdr *tar.Header) (pad int64,
 	var pax map[string]string
 	var longName, longLink string
 	for {
-		blk, err := next(blockSize)
+		blk, err := next(BlockSize)
 		if err == errShortEOF {
 			err = io.ErrUnexpectedEOF
 		}
 		if err != nil {
 			return 0, err
 		}
-		if allZero(blk) {
-			return 0, errEndOfArchive
+		if AllZero(blk) {
+			return 0, ErrEndOfArchive
 		}
 		if err := checksum(blk); err != nil {
 			return 0, err
@@ -148,7 +150,7 @@ func readHeader(next func(n int64) ([]byte, error), hdr *tar.Header) (pad int64,
 					global.Name = p
 				}
 				*hdr = tar.Header{Typeflag: typ, Name: global.Name}
-				return -size & (blockSize - 1), nil
+				return -size & (BlockSize - 1), nil
 			case tar.TypeGNULongName:
 				longName = cString(data)
 			default:
@@ -157,14 +159,14 @@ func readHeader(next func(n int64) ([]byte, error), hdr *tar.Header) (pad int64,
 			// The padding, once data is parsed: next may reuse its memory.
 			// A stream that ends in it ends the archive, as in archive/tar;
 			// one that fails in it fails.
-			if _, err := next(-size & (blockSize - 1)); err == io.EOF || err == errShortEOF {
+			if _, err := next(-size & (BlockSize - 1)); err == io.EOF || err == errShortEOF {
 				return 0, io.EOF
 			} else if err != nil {
 				return 0, err
 			}
 			continue
 		case tar.TypeGNUSparse:
-			return 0, errSparse
+			return 0, ErrSparse
 		}
 		if err := header(hdr, blk, typ, size); err != nil {
 			return 0, err
@@ -285,7 +287,7 @@ func checksum(blk []byte) error {
 		return fmt.Errorf("checksum: %w", err)
 	}
 	unsigned, high := byteSum(blk[:148])
-	u2, h2 := byteSum(blk[156:blockSize])
+	u2, h2 := byteSum(blk[156:BlockSize])
 	unsigned += u2 + 8*' '
 	high += h2
 	if want != unsigned && want != unsigned-256*high {
@@ -401,7 +403,7 @@ func applyPAX(hdr *tar.Header, pax map[string]string) error {
 	}
 	for k := range pax {
 		if strings.HasPrefix(k, "GNU.sparse.") {
-			return errSparse
+			return ErrSparse
 		}
 	}
 	for _, k := range [...]string{"path", "linkpath", "size", "uid", "gid"} {
@@ -436,7 +438,7 @@ func applyPAX(hdr *tar.Header, pax map[string]string) error {
 }
 
 // nulString returns b up to its first NUL as a string that shares b's
-// memory: parseHeader's caller reads the header before it reuses the
+// memory: ParseHeader's caller reads the header before it reuses the
 // blocks, and keeps no string of it.
 func nulString(b []byte) string {
 	if i := bytes.IndexByte(b, 0); i >= 0 {
@@ -456,7 +458,7 @@ func cString(b []byte) string {
 	return string(b)
 }
 
-func allZero(b []byte) bool {
+func AllZero(b []byte) bool {
 	for len(b) >= 8 {
 		if b[0]|b[1]|b[2]|b[3]|b[4]|b[5]|b[6]|b[7] != 0 {
 			return false

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/klauspost/compress/gzip"
@@ -12,7 +15,7 @@ import (
 
 // TestSparseLayer: a layer with a sparse file, as GNU tar writes one in
 // its GNU and PAX formats, is indexed with the file's whole content, which
-// archive/tar expands (tarReader stops at the file, and the scan reads the
+// archive/tar expands (tarparse.Reader stops at the file, and the scan reads the
 // layer again with archive/tar).
 func TestSparseLayer(t *testing.T) {
 	seeds := gnuSparseSeeds(t)
@@ -45,4 +48,35 @@ func TestSparseLayer(t *testing.T) {
 			t.Errorf("seed %d: Digest(sparse) = %s, %v, want %s", i, got, err, want)
 		}
 	}
+}
+
+// gnuSparseSeeds returns GNU tar's archives of a sparse file, in its GNU
+// and PAX formats (none when there is no GNU tar), as the seeds of
+// tarparse's FuzzTarReader do.
+func gnuSparseSeeds(tb testing.TB) [][]byte {
+	tb.Helper()
+	if _, err := exec.LookPath("tar"); err != nil {
+		return nil
+	}
+	dir := tb.TempDir()
+	f, err := os.Create(filepath.Join(dir, "sparse"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f.WriteAt([]byte("head"), 0)
+	f.WriteAt([]byte("tail"), 1<<20)
+	f.Close()
+	var seeds [][]byte
+	for _, format := range []string{"gnu", "posix"} {
+		out := filepath.Join(dir, format+".tar")
+		if b, err := exec.Command("tar", "--sparse", "--format="+format, "-C", dir, "-cf", out, "sparse").CombinedOutput(); err != nil {
+			tb.Fatalf("tar --sparse: %v: %s", err, b)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		seeds = append(seeds, b)
+	}
+	return seeds
 }

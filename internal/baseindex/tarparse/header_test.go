@@ -1,17 +1,16 @@
-package baseindex
+package tarparse
 
 import (
 	"archive/tar"
 	"bytes"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 )
 
-// TestParseHeader: parseHeader reads what archive/tar reads, for the
+// TestParseHeader: ParseHeader reads what archive/tar reads, for the
 // fields mcbake uses, in every header format Go's writer produces.
 func TestParseHeader(t *testing.T) {
 	long := strings.Repeat("d/", 60) + "file"
@@ -37,12 +36,12 @@ func TestParseHeader(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := new(tar.Header)
-			if err := parseHeader(raw, got); err != nil {
-				t.Fatalf("parseHeader() error = %v", err)
+			if err := ParseHeader(raw, got); err != nil {
+				t.Fatalf("ParseHeader() error = %v", err)
 			}
 			pick := func(h *tar.Header) []any { return []any{h.Name, h.Typeflag, h.Mode, h.Uid, h.Gid, h.Size, h.Linkname} }
 			if diff := cmp.Diff(pick(want), pick(got)); diff != "" {
-				t.Errorf("parseHeader() mismatch (-archive/tar +got):\n%s", diff)
+				t.Errorf("ParseHeader() mismatch (-archive/tar +got):\n%s", diff)
 			}
 		})
 	}
@@ -73,8 +72,8 @@ func TestParseHeaderErrors(t *testing.T) {
 		{"trailing data", append(bytes.Clone(good), bytes.Repeat([]byte{1}, 512)...), "data after"},
 	}
 	for _, tt := range tests {
-		if err := parseHeader(tt.blocks, new(tar.Header)); err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("%s: parseHeader() error = %v, want one containing %q", tt.name, err, tt.want)
+		if err := ParseHeader(tt.blocks, new(tar.Header)); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: ParseHeader() error = %v, want one containing %q", tt.name, err, tt.want)
 		}
 	}
 }
@@ -87,51 +86,4 @@ func fixChecksum(b []byte) {
 		sum += int(c)
 	}
 	copy(b[148:156], fmt.Sprintf("%06o\x00 ", sum))
-}
-
-func TestJSONScanner(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    []string
-		wantErr bool
-	}{
-		{in: `{"a":"x","b":12,"c":null,"d":[1,{"e":"f"}],"g":true}`, want: []string{"a=x", "b=12", "c=", "d", "g"}},
-		{in: `{"a":"es\"caped\\\u00fc"}`, want: []string{`a=es"caped\ü`}},
-		{in: `{"a":"tab	inside"}`, wantErr: true},
-		{in: `{"a":1.5}`, want: []string{"a"}},
-		{in: `{"a":"x"} trailing`, wantErr: true},
-		{in: `{"a":"x"`, wantErr: true},
-		{in: `{"a" "x"}`, wantErr: true},
-		{in: `{"b":-3}`, want: []string{"b=-3"}},
-	}
-	for _, tt := range tests {
-		s := jsonScanner{b: []byte(tt.in)}
-		var got []string
-		s.object(func(key []byte) {
-			switch string(key) {
-			case "a":
-				if s.ws() == '"' {
-					got = append(got, "a="+s.str())
-				} else {
-					got = append(got, "a")
-					s.skip()
-				}
-			case "b":
-				got = append(got, "b="+strconv.FormatInt(s.int(), 10))
-			case "c":
-				got = append(got, "c="+s.str())
-			default:
-				got = append(got, string(key))
-				s.skip()
-			}
-		})
-		err := s.end()
-		if (err != nil) != tt.wantErr {
-			t.Errorf("%s: error = %v, want error %v", tt.in, err, tt.wantErr)
-			continue
-		}
-		if !tt.wantErr && !cmp.Equal(got, tt.want) {
-			t.Errorf("%s: read %q, want %q", tt.in, got, tt.want)
-		}
-	}
 }
