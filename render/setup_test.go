@@ -87,7 +87,7 @@ func writeTree(t testing.TB, dir string, spec map[string]string) {
 	}
 }
 
-// openDir opens dir as a Dir, closed when the test ends.
+// openDir opens dir as a fstree.Dir, closed when the test ends.
 func openDir(t testing.TB, dir string) *fstree.Dir {
 	t.Helper()
 	d, err := fstree.Open(dir)
