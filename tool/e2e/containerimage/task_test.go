@@ -334,7 +334,7 @@ const guardDoc = repoRoot + "/docs/node.md"
 func docContainerfile(t *testing.T) string {
 	t.Helper()
 	doc := string(mustRead(t, guardDoc))
-	_, after, ok := strings.Cut(doc, "<!-- tested by tool/internal/containerimage: guard Containerfile -->")
+	_, after, ok := strings.Cut(doc, "<!-- tested by tool/e2e/containerimage: guard Containerfile -->")
 	if !ok {
 		t.Fatalf("%s: no guard Containerfile marker", guardDoc)
 	}
