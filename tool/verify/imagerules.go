@@ -185,23 +185,24 @@ func entryDiffers(e, le manifest.Entry) []string {
 
 // staleImage compares the MachineConfigs given with those baked (MCB009).
 func (c *checker) staleImage() {
-	for _, d := range staleness(c.image.manifest, c.in.mcs) {
+	for _, d := range Staleness(c.image.manifest, c.in.mcs) {
 		c.stale = true
-		c.add(RuleStaleImage, d.src, "", "%s", d.msg)
+		c.add(RuleStaleImage, d.Source, "", "%s", d.Message)
 	}
 }
 
-// stale is one difference between the MachineConfigs given and those a
-// manifest records.
-type stale struct {
-	src machineconfig.Source
-	msg string
+// Stale is one difference between the MachineConfigs given and those a
+// manifest records (MCB009).
+type Stale struct {
+	// Source names the MachineConfig given; empty for one only recorded.
+	Source  machineconfig.Source
+	Message string
 }
 
-// staleness lists the MachineConfigs given that the manifest m does not
+// Staleness lists the MachineConfigs given that the manifest m does not
 // record as they are, then those it records that were not given.
-func staleness(m *manifest.Manifest, mcs []*machineconfig.MachineConfig) []stale {
-	var out []stale
+func Staleness(m *manifest.Manifest, mcs []*machineconfig.MachineConfig) []Stale {
+	var out []Stale
 	baked := map[string]digest.Digest{}
 	for _, mc := range m.MachineConfigs {
 		baked[mc.Name] = mc.Digest
@@ -211,15 +212,15 @@ func staleness(m *manifest.Manifest, mcs []*machineconfig.MachineConfig) []stale
 		d, ok := baked[mc.Name]
 		switch {
 		case !ok:
-			out = append(out, stale{src, fmt.Sprintf("MachineConfig %s is not baked into the image", mc.Name)})
+			out = append(out, Stale{src, fmt.Sprintf("MachineConfig %s is not baked into the image", mc.Name)})
 		case d != mc.Digest:
-			out = append(out, stale{src, fmt.Sprintf("MachineConfig %s differs from the one baked into the image (given %s, baked %s)", mc.Name, mc.Digest, d)})
+			out = append(out, Stale{src, fmt.Sprintf("MachineConfig %s differs from the one baked into the image (given %s, baked %s)", mc.Name, mc.Digest, d)})
 		}
 		delete(baked, mc.Name)
 	}
 	for _, mc := range m.MachineConfigs {
 		if _, ok := baked[mc.Name]; ok {
-			out = append(out, stale{machineconfig.Source{}, fmt.Sprintf("the image bakes MachineConfig %s (%s), which was not given", mc.Name, mc.Digest)})
+			out = append(out, Stale{machineconfig.Source{}, fmt.Sprintf("the image bakes MachineConfig %s (%s), which was not given", mc.Name, mc.Digest)})
 		}
 	}
 	return out
@@ -336,7 +337,7 @@ func (c *checker) predictRevert() ([]revert.Entry, bool) {
 	var entries []revert.Entry
 	var err error
 	if c.image != nil && c.image.builtByOthers {
-		owned, derr := derive(c.renderInput(), c.image.tree, c.root)
+		owned, derr := revert.Derive(c.renderInput(), c.image.tree, c.root)
 		if derr != nil {
 			c.skip(RuleRevertClobber, "the owned paths could not be derived for the image built by others: "+derr.Error())
 			return nil, false

@@ -9,9 +9,9 @@ import (
 
 	"github.com/mcbake/mcbake/internal/cli"
 	"github.com/mcbake/mcbake/revert"
+	"github.com/mcbake/mcbake/tool/diff"
 	"github.com/mcbake/mcbake/tool/image"
 	"github.com/mcbake/mcbake/tool/internal/progress"
-	"github.com/mcbake/mcbake/tool/verify"
 )
 
 // diffFlags are shared by diff and plan.
@@ -47,11 +47,11 @@ func (f *diffFlags) report(cmd *cobra.Command) (*revert.Report, error) {
 	}
 	rep := progress.New(cmd.ErrOrStderr(), f.quiet)
 	defer rep.Wait()
-	r, err := verify.Diff(cmd.Context(), verify.DiffOptions{Base: f.baseRef, Image: f.imageRef, ManifestFile: f.manifestFile,
+	r, err := diff.Run(cmd.Context(), diff.Options{Base: f.baseRef, Image: f.imageRef, ManifestFile: f.manifestFile,
 		MachineConfigs: f.mcs, Stdin: cmd.InOrStdin(), Pool: cli.Pool(cmd), Skipped: cli.SkippedPrinter(cmd),
 		Images: opts, CacheDir: cacheDir, Progress: func(layer string, total, n int64) { rep.Update("read "+short(layer), total, n) }})
 	switch {
-	case errors.Is(err, verify.ErrImageOrManifest):
+	case errors.Is(err, diff.ErrImageOrManifest):
 		return nil, errors.New("give exactly one of --image IMAGE or --manifest FILE")
 	case errors.Is(err, image.ErrNotLayered) && len(f.mcs) == 0:
 		return nil, fmt.Errorf("%w; for an image built by others, give the MachineConfigs it was built from with -f", err)

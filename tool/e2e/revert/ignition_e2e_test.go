@@ -16,7 +16,7 @@ import (
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/render"
 	"github.com/mcbake/mcbake/revert"
-	"github.com/mcbake/mcbake/tool/verify"
+	imagediff "github.com/mcbake/mcbake/tool/diff"
 )
 
 // The end-to-end proof for images built by others (issue 10, item 4): a
@@ -26,7 +26,7 @@ import (
 // (the MachineConfigs rendered against L); a revert to B, and to a newer
 // base, with real ostree's merge. The owned paths the node has differently from what the
 // MachineConfigs want must be exactly those `mcbake diff --image L -f MC`
-// (verify.Diff) marks clobbered; the plan made from that prediction must
+// (diff.Run) marks clobbered; the plan made from that prediction must
 // be what node.Prepare writes before the reboot, and rewriting it repairs
 // every /etc clobber.
 
@@ -102,13 +102,13 @@ func TestRevertEndToEndIgnitionImage(t *testing.T) {
 	}
 	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
-			rep, err := verify.Diff(context.Background(), verify.DiffOptions{Base: tt.b.ref, Image: l.ref,
+			rep, err := imagediff.Run(context.Background(), imagediff.Options{Base: tt.b.ref, Image: l.ref,
 				MachineConfigs: []string{ignitionFixture}, Images: e.images, CacheDir: e.cache})
 			if err != nil {
-				t.Fatalf("verify.Diff(--image %s -f %s): %v", l.ref, ignitionFixture, err)
+				t.Fatalf("diff.Run(--image %s -f %s): %v", l.ref, ignitionFixture, err)
 			}
 			if rep.Owned != revert.Derived || len(rep.MachineConfigs) != 1 || rep.MachineConfigs[0].Name != "99-e2e-ignition" {
-				t.Errorf("verify.Diff: owned %q from %v, want derived from 99-e2e-ignition", rep.Owned, rep.MachineConfigs)
+				t.Errorf("diff.Run: owned %q from %v, want derived from 99-e2e-ignition", rep.Owned, rep.MachineConfigs)
 			}
 			checkOutcomes(t, rep, tt.want)
 			stored := storedConfig(t, mcs, tt.b.ref)
@@ -117,7 +117,7 @@ func TestRevertEndToEndIgnitionImage(t *testing.T) {
 			predicted := clobberedRequested(rep)
 			onNode := clobberedOnNode(t, newRoot, wantOnNode(owned, stored))
 			if diff := cmp.Diff(onNode, predicted); diff != "" {
-				t.Errorf("owned paths ostree left different from the MachineConfigs (-ostree +verify.Diff):\n%s\nostree: %q\nverify: %q",
+				t.Errorf("owned paths ostree left different from the MachineConfigs (-ostree +diff.Run):\n%s\nostree: %q\nverify: %q",
 					diff, onNode, predicted)
 			}
 			e2eRewrite(t, newRoot, rep, l, owned, stored)

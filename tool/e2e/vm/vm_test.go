@@ -34,10 +34,10 @@ import (
 	"github.com/mcbake/mcbake/render"
 	"github.com/mcbake/mcbake/revert"
 	"github.com/mcbake/mcbake/tool/build"
+	"github.com/mcbake/mcbake/tool/diff"
 	"github.com/mcbake/mcbake/tool/image"
 	"github.com/mcbake/mcbake/tool/image/imagestest"
 	"github.com/mcbake/mcbake/tool/templates"
-	"github.com/mcbake/mcbake/tool/verify"
 )
 
 // workerMC looks like a real worker's MachineConfig, for the Debian guest:
@@ -409,7 +409,7 @@ func newFixtureFrom(t *testing.T, vmBase string) *fixture {
 	}
 	ostreetest.Unpack(t, layout, "layered", f.lRoot)
 
-	rep, err := verify.Diff(ctx, verify.DiffOptions{Base: opts.Base, Image: opts.Output, Images: imgs, CacheDir: opts.CacheDir})
+	rep, err := diff.Run(ctx, diff.Options{Base: opts.Base, Image: opts.Output, Images: imgs, CacheDir: opts.CacheDir})
 	must(t, err)
 	f.plan, err = revert.NewPlan(rep)
 	must(t, err)

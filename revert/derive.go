@@ -1,4 +1,4 @@
-package verify
+package revert
 
 import (
 	"fmt"
@@ -7,10 +7,9 @@ import (
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/render"
-	"github.com/mcbake/mcbake/revert"
 )
 
-// derive is what the merged MachineConfigs own on a node that runs a
+// Derive is what the merged MachineConfigs own on a node that runs a
 // layered image without an ownership manifest, whose tree is layered
 // (docs/design.md, "Images built by others"): what the machine-config-
 // daemon writes there, the MachineConfigs rendered against the image as
@@ -19,15 +18,16 @@ import (
 // base paths (a disabled unit's enablement link) that the image already
 // has as the MachineConfigs need them, so that the daemon writes nothing
 // there. The entries' sources are the MachineConfig fields that own them.
-func derive(m *machineconfig.Merged, layered, base fstree.Tree) (revert.Ownership, error) {
+// PredictDerived and DiffDerived take its result.
+func Derive(m *machineconfig.Merged, layered, base fstree.Tree) (Ownership, error) {
 	onNode, err := render.Render(m, layered)
 	if err != nil {
-		return revert.Ownership{}, fmt.Errorf("rendering the MachineConfigs against the image: %w", err)
+		return Ownership{}, fmt.Errorf("rendering the MachineConfigs against the image: %w", err)
 	}
-	owned := revert.Ownership{Manifest: onNode.Manifest(m.MachineConfigs), BaseOnly: map[string]bool{}}
+	owned := Ownership{Manifest: onNode.Manifest(m.MachineConfigs), BaseOnly: map[string]bool{}}
 	onBase, err := render.Render(m, base)
 	if err != nil {
-		return revert.Ownership{}, fmt.Errorf("rendering the MachineConfigs against the base: %w", err)
+		return Ownership{}, fmt.Errorf("rendering the MachineConfigs against the base: %w", err)
 	}
 	for _, e := range onBase.Entries {
 		if _, ok := owned.Manifest.Lookup(e.Path); ok || (e.Type != manifest.Absent && e.Type != manifest.Directory) {

@@ -1,4 +1,6 @@
-package verify
+// Package diff predicts what a revert from a layered image to a base does
+// to every owned path: the image half of mcbake diff and plan.
+package diff
 
 import (
 	"context"
@@ -12,11 +14,12 @@ import (
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/revert"
 	"github.com/mcbake/mcbake/tool/image"
+	"github.com/mcbake/mcbake/tool/verify"
 )
 
-// DiffOptions name the layered image (or its manifest file) and the base
+// Options name the layered image (or its manifest file) and the base
 // a node would revert to.
-type DiffOptions struct {
+type Options struct {
 	Base string
 	// Exactly one of Image (a layered image reference) and ManifestFile.
 	Image, ManifestFile string
@@ -44,15 +47,15 @@ type DiffOptions struct {
 	Progress func(layer string, total, n int64)
 }
 
-// ErrImageOrManifest is returned by Diff unless exactly one of the
+// ErrImageOrManifest is returned by Run unless exactly one of the
 // layered image and its manifest file is given.
 var ErrImageOrManifest = errors.New("give exactly one of the layered image and its manifest file")
 
-// Diff reads the layered image's ownership manifest (from the image or
+// Run reads the layered image's ownership manifest (from the image or
 // the file), opens and indexes the base, and predicts the revert with
 // revert.Diff. An image without a manifest (built by others) needs
 // MachineConfigs: the error then wraps image.ErrNotLayered.
-func Diff(ctx context.Context, o DiffOptions) (_ *revert.Report, err error) {
+func Run(ctx context.Context, o Options) (_ *revert.Report, err error) {
 	if (o.Image == "") == (o.ManifestFile == "") {
 		return nil, ErrImageOrManifest
 	}
@@ -69,7 +72,7 @@ func Diff(ctx context.Context, o DiffOptions) (_ *revert.Report, err error) {
 	return revert.Diff(in.m, in.ref, imageRef(o.Base, b.ID()), b.Tree())
 }
 
-// diffInputs are what Diff compares: the layered image's manifest and
+// diffInputs are what Run compares: the layered image's manifest and
 // the base.
 type diffInputs struct {
 	m   *manifest.Manifest
@@ -86,7 +89,7 @@ type diffInputs struct {
 // the manifest (or the MachineConfigs it is compared with) cancels the
 // opening and is the one returned, as when they ran one after the
 // other. The caller calls release after closing the base.
-func openInputs(ctx context.Context, o DiffOptions) (in diffInputs, release func(), err error) {
+func openInputs(ctx context.Context, o Options) (in diffInputs, release func(), err error) {
 	// The image may be read and closed before the goroutine opens the base.
 	defer image.HoldStore(o.Base, o.Images)()
 	in.base, release, err = image.OpenBaseWhile(ctx, o.Base, o.baseOptions(), func() error { return in.readManifest(ctx, o) })
@@ -99,7 +102,7 @@ func openInputs(ctx context.Context, o DiffOptions) (in diffInputs, release func
 // readManifest reads the layered image's manifest, and warns of each
 // difference from the MachineConfigs given; an image without one, given
 // MachineConfigs, is derived.
-func (in *diffInputs) readManifest(ctx context.Context, o DiffOptions) error {
+func (in *diffInputs) readManifest(ctx context.Context, o Options) error {
 	m, ref, err := layeredManifest(ctx, o)
 	in.derived = errors.Is(err, image.ErrNotLayered) && len(o.MachineConfigs) > 0
 	if err != nil && !in.derived {
@@ -115,7 +118,7 @@ func (in *diffInputs) readManifest(ctx context.Context, o DiffOptions) error {
 // warnOtherMachineConfigs reads the MachineConfigs given for an image
 // with a manifest and logs a warning for each difference from those the
 // manifest records, which the prediction follows.
-func warnOtherMachineConfigs(m *manifest.Manifest, o DiffOptions) error {
+func warnOtherMachineConfigs(m *manifest.Manifest, o Options) error {
 	mcs, err := o.load()
 	if err != nil {
 		return err
@@ -124,30 +127,30 @@ func warnOtherMachineConfigs(m *manifest.Manifest, o DiffOptions) error {
 	if of == "" {
 		of = o.ManifestFile
 	}
-	for _, d := range staleness(m, mcs) {
-		msg := d.msg + " (" + of + " records its own MachineConfigs, which the prediction follows)"
-		if d.src.File != "" {
-			msg = d.src.File + ": " + msg
+	for _, d := range verify.Staleness(m, mcs) {
+		msg := d.Message + " (" + of + " records its own MachineConfigs, which the prediction follows)"
+		if d.Source.File != "" {
+			msg = d.Source.File + ": " + msg
 		}
-		slog.Warn(msg, "rule", RuleStaleImage)
+		slog.Warn(msg, "rule", verify.RuleStaleImage)
 	}
 	return nil
 }
 
 // load reads the MachineConfigs given, for the pool, remembering the
 // Ignition configs that parse cleanly in the cache directory.
-func (o DiffOptions) load() ([]*machineconfig.MachineConfig, error) {
+func (o Options) load() ([]*machineconfig.MachineConfig, error) {
 	return machineconfig.LoadWith(o.MachineConfigs, o.Stdin, machineconfig.LoadOptions{Pool: o.Pool, CacheDir: o.CacheDir, Skipped: o.Skipped})
 }
 
-func (o DiffOptions) baseOptions() image.BaseOptions {
+func (o Options) baseOptions() image.BaseOptions {
 	return image.BaseOptions{Images: o.Images, CacheDir: o.CacheDir, Progress: o.Progress}
 }
 
 // diffDerived predicts the revert of an image without an ownership
 // manifest: the MachineConfigs rendered against the image's own tree
-// (indexed from its layers) are what the node owns (see derive).
-func diffDerived(ctx context.Context, o DiffOptions, base revert.ImageRef, tree fstree.Tree) (_ *revert.Report, err error) {
+// (indexed from its layers) are what the node owns (see revert.Derive).
+func diffDerived(ctx context.Context, o Options, base revert.ImageRef, tree fstree.Tree) (_ *revert.Report, err error) {
 	mcs, err := o.load()
 	if err != nil {
 		return nil, err
@@ -157,14 +160,14 @@ func diffDerived(ctx context.Context, o DiffOptions, base revert.ImageRef, tree 
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, l.Close()) }()
-	owned, err := derive(machineconfig.Merge(mcs), l.Tree(), tree)
+	owned, err := revert.Derive(machineconfig.Merge(mcs), l.Tree(), tree)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", o.Image, err)
 	}
 	return revert.DiffDerived(owned, imageRef(o.Image, l.ID()), base, l.Tree(), tree)
 }
 
-func layeredManifest(ctx context.Context, o DiffOptions) (*manifest.Manifest, revert.ImageRef, error) {
+func layeredManifest(ctx context.Context, o Options) (*manifest.Manifest, revert.ImageRef, error) {
 	if o.ManifestFile != "" {
 		m, err := manifest.ReadFile(o.ManifestFile)
 		return m, revert.ImageRef{Reference: o.ManifestFile}, err
