@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -48,7 +49,7 @@ const (
 type Manifest struct {
 	SchemaVersion  int             `json:"schemaVersion"`
 	MachineConfigs []MachineConfig `json:"machineConfigs"`
-	Base           *Image          `json:"base,omitempty"`
+	Base           *ImageRef       `json:"base,omitempty"`
 	Entries        []Entry         `json:"entries"`
 	Units          []Unit          `json:"units,omitempty"`
 	// Own are the paths mcbake adds for itself (the revert guard under
@@ -57,10 +58,26 @@ type Manifest struct {
 	Own []Entry `json:"own,omitempty"`
 }
 
-// Image names the base image a manifest was built against.
-type Image struct {
-	Reference string        `json:"reference,omitempty"`
-	Digest    digest.Digest `json:"digest"`
+// ImageRef names an image by reference and manifest digest: the base a
+// manifest was built against, the images of a revert report and plan, a
+// node's deployments. Config and DiffIDs, when known, identify it across
+// format conversions (a copy converted to another manifest format or
+// compression has another manifest digest but the same config digest and
+// diff IDs): a node compares images by them.
+type ImageRef struct {
+	Reference string          `json:"reference,omitempty"`
+	Digest    digest.Digest   `json:"digest,omitempty"`
+	Config    digest.Digest   `json:"config,omitempty"`
+	DiffIDs   []digest.Digest `json:"diffIDs,omitempty"`
+}
+
+// Same reports whether r and o name the same image: the same config and
+// diff IDs when both know them, else the same manifest digest.
+func (r ImageRef) Same(o ImageRef) bool {
+	if r.Config != "" && o.Config != "" && len(r.DiffIDs) > 0 && len(o.DiffIDs) > 0 {
+		return r.Config == o.Config && slices.Equal(r.DiffIDs, o.DiffIDs)
+	}
+	return r.Digest != "" && r.Digest == o.Digest
 }
 
 // MachineConfig names one input MachineConfig and the sha256 of its

@@ -13,6 +13,7 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
+	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/render"
 	"github.com/mcbake/mcbake/revert"
 )
@@ -33,8 +34,8 @@ const (
 // ostree-ext records it in the commit: the manifest digest, the config
 // digest the manifest names and the config's diff IDs. It runs `ostree
 // show` on the sysroot's repository.
-func (s *Sysroot) Image(d *Deployment) (revert.ImageRef, error) {
-	var ref revert.ImageRef
+func (s *Sysroot) Image(d *Deployment) (manifest.ImageRef, error) {
+	var ref manifest.ImageRef
 	dg, err := s.commitMeta(d.Checksum, metaManifestDigest)
 	if err != nil {
 		return ref, err
@@ -146,7 +147,7 @@ func checkPlan(s *Sysroot, booted, staged *Deployment, p *revert.Plan, rec *Reco
 	for _, x := range []struct {
 		what string
 		d    *Deployment
-		want revert.ImageRef
+		want manifest.ImageRef
 	}{{"the booted deployment", booted, p.Image}, {"the staged deployment", staged, p.Base}} {
 		got, err := s.Image(x.d)
 		if err != nil {

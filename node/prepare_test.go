@@ -231,7 +231,7 @@ func TestPrepare(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	rep, err := revert.Diff(m, revert.ImageRef{Digest: digest.FromString("L")}, revert.ImageRef{Digest: digest.FromString("B")}, b)
+	rep, err := revert.Diff(m, manifest.ImageRef{Digest: digest.FromString("L")}, manifest.ImageRef{Digest: digest.FromString("B")}, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -863,7 +863,7 @@ func TestPreparePlanMismatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan := &revert.Plan{SchemaVersion: revert.PlanSchemaVersion, Image: revert.ImageRef{Digest: digest.FromString("L")}, Base: revert.ImageRef{Digest: digest.FromString("B")}}
+	plan := &revert.Plan{SchemaVersion: revert.PlanSchemaVersion, Image: manifest.ImageRef{Digest: digest.FromString("L")}, Base: manifest.ImageRef{Digest: digest.FromString("B")}}
 	for _, c := range dry.Written()[1:] {
 		plan.Rewrite = append(plan.Rewrite, revert.PlanEntry{Path: c.Path, Type: manifest.Directory, Mode: 0o755})
 	}
@@ -898,8 +898,8 @@ func imageMeta(m, c, d string) map[string]string {
 	}
 }
 
-func imageRef(m, c, d string) revert.ImageRef {
-	return revert.ImageRef{Digest: digest.FromString(m), Config: digest.FromString(c), DiffIDs: []digest.Digest{digest.FromString(d)}}
+func imageRef(m, c, d string) manifest.ImageRef {
+	return manifest.ImageRef{Digest: digest.FromString(m), Config: digest.FromString(c), DiffIDs: []digest.Digest{digest.FromString(d)}}
 }
 
 // TestPlanImages: plans name images by config digest and diff IDs, which

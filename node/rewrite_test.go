@@ -79,7 +79,7 @@ func newNode(t *testing.T) string {
 // stored config and its directory (which NewPlan never lists), at the path
 // it was requested at unless resolved is set.
 func planFor(res *render.Result, resolved bool) *revert.Plan {
-	p := &revert.Plan{SchemaVersion: revert.PlanSchemaVersion, Image: revert.ImageRef{Digest: sha("l")}, Base: revert.ImageRef{Digest: sha("b")}}
+	p := &revert.Plan{SchemaVersion: revert.PlanSchemaVersion, Image: manifest.ImageRef{Digest: sha("l")}, Base: manifest.ImageRef{Digest: sha("b")}}
 	for _, e := range res.Entries {
 		pe := revert.PlanEntry{Path: e.Path, Outcome: revert.Removed, Type: e.Type, Mode: e.Mode, UID: e.UID, GID: e.GID, Size: e.Size,
 			Digest: e.Digest, Target: e.Target, Source: e.Source}

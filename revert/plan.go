@@ -19,9 +19,9 @@ const PlanSchemaVersion = 1
 // Plan is a revert plan: what a node must rewrite after reverting from
 // Image to Base, and the clobbers it cannot repair.
 type Plan struct {
-	SchemaVersion int      `json:"schemaVersion"`
-	Image         ImageRef `json:"image"`
-	Base          ImageRef `json:"base"`
+	SchemaVersion int               `json:"schemaVersion"`
+	Image         manifest.ImageRef `json:"image"`
+	Base          manifest.ImageRef `json:"base"`
 	// Rewrite lists the clobbered /etc paths, parents before children,
 	// but those the certificate writer manages (Entry.Managed).
 	Rewrite []PlanEntry `json:"rewrite"`

@@ -29,7 +29,7 @@ func TestNewPlan(t *testing.T) {
 		absentEntry("/etc/systemd/system/multi-user.target.wants/openvswitch.service"),
 	}}
 	m.Sort()
-	image, b := revert.ImageRef{Reference: "oci:/l:latest", Digest: sha("l")}, revert.ImageRef{Reference: "oci:/b:latest", Digest: sha("b")}
+	image, b := manifest.ImageRef{Reference: "oci:/l:latest", Digest: sha("l")}, manifest.ImageRef{Reference: "oci:/b:latest", Digest: sha("b")}
 	p, err := revert.NewPlan(diff(t, m, image, b, ix))
 	if err != nil {
 		t.Fatalf("NewPlan: %v", err)
@@ -75,8 +75,8 @@ func TestNewPlan(t *testing.T) {
 
 func TestNewPlanNeedsDigests(t *testing.T) {
 	for _, r := range []*revert.Report{
-		{Image: revert.ImageRef{Reference: "l"}, Base: revert.ImageRef{Digest: sha("b")}},
-		{Image: revert.ImageRef{Digest: sha("l")}, Base: revert.ImageRef{Reference: "b"}},
+		{Image: manifest.ImageRef{Reference: "l"}, Base: manifest.ImageRef{Digest: sha("b")}},
+		{Image: manifest.ImageRef{Digest: sha("l")}, Base: manifest.ImageRef{Reference: "b"}},
 	} {
 		if _, err := revert.NewPlan(r); err == nil {
 			t.Errorf("NewPlan(image %q, base %q) = nil error, want one", r.Image.Digest, r.Base.Digest)

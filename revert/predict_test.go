@@ -178,7 +178,7 @@ func predict(t *testing.T, m *manifest.Manifest, tree fstree.Tree) []revert.Entr
 }
 
 // diff is revert.Diff, failing the test on an error.
-func diff(t *testing.T, m *manifest.Manifest, image, base revert.ImageRef, tree fstree.Tree) *revert.Report {
+func diff(t *testing.T, m *manifest.Manifest, image, base manifest.ImageRef, tree fstree.Tree) *revert.Report {
 	t.Helper()
 	r, err := revert.Diff(m, image, base, tree)
 	if err != nil {
@@ -339,7 +339,7 @@ func TestDiffReport(t *testing.T) {
 		resolved(fileEntry("/usr/local/bin/tool", "x", 0o755, 0, 0), "/var/usrlocal/bin/tool"),
 		absentEntry("/etc/systemd/system/multi-user.target.wants/openvswitch.service"),
 	}}
-	image, b := revert.ImageRef{Reference: "oci:/l:latest", Digest: sha("l")}, revert.ImageRef{Reference: "oci:/b:latest", Digest: sha("b")}
+	image, b := manifest.ImageRef{Reference: "oci:/l:latest", Digest: sha("l")}, manifest.ImageRef{Reference: "oci:/b:latest", Digest: sha("b")}
 	r := diff(t, m, image, b, ix)
 	if !cmp.Equal(r.Image, image) || !cmp.Equal(r.Base, b) {
 		t.Errorf("Diff image, base = %v, %v, want %v, %v", r.Image, r.Base, image, b)
@@ -360,7 +360,7 @@ func TestDiffReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	var decoded struct {
-		Base, Image revert.ImageRef
+		Base, Image manifest.ImageRef
 		Entries     []struct {
 			Path      string          `json:"path"`
 			Zone      revert.Zone     `json:"zone"`
@@ -415,7 +415,7 @@ func TestDiffCertificateWriterFiles(t *testing.T) {
 	ca.Managed = manifest.ManagedByCertificateWriter
 	pull := fileEntry("/etc/mco/internal-registry-pull-secret.json", "{}", 0o644, 0, 0) // an older manifest: no mark
 	m := &manifest.Manifest{Entries: []manifest.Entry{ca, pull, fileEntry("/etc/mcbake/new.conf", "new\n", 0o644, 0, 0)}}
-	r := diff(t, m, revert.ImageRef{Digest: sha("l")}, revert.ImageRef{Digest: sha("b")}, ix)
+	r := diff(t, m, manifest.ImageRef{Digest: sha("l")}, manifest.ImageRef{Digest: sha("b")}, ix)
 	managed := map[string]bool{}
 	for _, e := range r.Entries {
 		managed[e.Path] = e.Managed

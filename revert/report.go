@@ -4,44 +4,21 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"sort"
 	"text/tabwriter"
 
 	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/manifest"
-	"github.com/opencontainers/go-digest"
 )
-
-// ImageRef names an image by reference and manifest digest. Config and
-// DiffIDs, when known, identify it across format conversions (a copy
-// converted to another manifest format or compression has another
-// manifest digest but the same config digest and diff IDs): a node
-// compares images by them.
-type ImageRef struct {
-	Reference string          `json:"reference,omitempty"`
-	Digest    digest.Digest   `json:"digest,omitempty"`
-	Config    digest.Digest   `json:"config,omitempty"`
-	DiffIDs   []digest.Digest `json:"diffIDs,omitempty"`
-}
-
-// Same reports whether r and o name the same image: the same config and
-// diff IDs when both know them, else the same manifest digest.
-func (r ImageRef) Same(o ImageRef) bool {
-	if r.Config != "" && o.Config != "" && len(r.DiffIDs) > 0 && len(o.DiffIDs) > 0 {
-		return r.Config == o.Config && slices.Equal(r.DiffIDs, o.DiffIDs)
-	}
-	return r.Digest != "" && r.Digest == o.Digest
-}
 
 // ReportSchemaVersion is the version of Report's JSON format.
 const ReportSchemaVersion = 1
 
 // Report is the result of Diff or DiffDerived.
 type Report struct {
-	SchemaVersion int      `json:"schemaVersion"`
-	Base          ImageRef `json:"base"`
-	Image         ImageRef `json:"image"`
+	SchemaVersion int               `json:"schemaVersion"`
+	Base          manifest.ImageRef `json:"base"`
+	Image         manifest.ImageRef `json:"image"`
 	// Owned says where the owned paths come from.
 	Owned Provenance `json:"owned"`
 	// MachineConfigs are the MachineConfigs the owned paths were derived
@@ -70,7 +47,7 @@ const (
 // Diff predicts what a revert from the layered image whose manifest is m
 // to the base, whose tree is tree, does to every owned path (see
 // Predict), and summarises it.
-func Diff(m *manifest.Manifest, image, base ImageRef, tree fstree.Tree) (*Report, error) {
+func Diff(m *manifest.Manifest, image, base manifest.ImageRef, tree fstree.Tree) (*Report, error) {
 	entries, err := Predict(m, tree)
 	if err != nil {
 		return nil, err
@@ -81,7 +58,7 @@ func Diff(m *manifest.Manifest, image, base ImageRef, tree fstree.Tree) (*Report
 // DiffDerived is Diff for a layered image without an ownership manifest
 // (see PredictDerived): o is what the MachineConfigs own on a node that
 // runs the image, layered the image's tree, tree the base's.
-func DiffDerived(o Ownership, image, base ImageRef, layered, tree fstree.Tree) (*Report, error) {
+func DiffDerived(o Ownership, image, base manifest.ImageRef, layered, tree fstree.Tree) (*Report, error) {
 	entries, err := PredictDerived(o, layered, tree)
 	if err != nil {
 		return nil, err

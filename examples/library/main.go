@@ -49,8 +49,8 @@ func run(baseDigest digest.Digest, baseDir, rootDir string, files []string) erro
 	if err != nil {
 		return err
 	}
-	image := revert.ImageRef{Reference: "rendered", Digest: digest.FromBytes(raw)}
-	report, err := revert.Diff(m, image, revert.ImageRef{Reference: baseDir, Digest: baseDigest}, base)
+	image := manifest.ImageRef{Reference: "rendered", Digest: digest.FromBytes(raw)}
+	report, err := revert.Diff(m, image, manifest.ImageRef{Reference: baseDir, Digest: baseDigest}, base)
 	if err != nil {
 		return err
 	}

@@ -60,8 +60,9 @@ type Options struct {
 	Engine Engine
 	// Platforms, when set, builds one image per platform of the base
 	// ("os/arch[/variant]", or AllPlatforms alone for every platform the
-	// base's index lists) and writes them under one OCI index: the append
-	// engine only. Images.Platform is then ignored.
+	// base's image list names) and writes them under one image list (an
+	// OCI image index): the append engine only. Images.Platform is then
+	// ignored.
 	Platforms []string
 	// Guard, when set, is the revert guard's node binary: the guard
 	// (guard.Entries) goes into the new layer, recorded in the manifest
@@ -94,9 +95,9 @@ type Engine interface {
 // given Containerfile instructions: it builds no Containerfile.
 var ErrAppendNeedsNoContainerfile = errors.New("extra Containerfile instructions need a Containerfile engine (buildah) or a render-only build")
 
-// ErrIndexNeedsAppend is returned for a multi-platform build with another
-// engine than append, or a render-only one.
-var ErrIndexNeedsAppend = errors.New("a multi-platform build (an index) needs the append engine")
+// ErrPlatformsNeedAppend is returned for a multi-platform build with
+// another engine than append, or a render-only one.
+var ErrPlatformsNeedAppend = errors.New("a multi-platform build (an index) needs the append engine")
 
 // ErrPushNeedsAppend is returned when an engine other than append is given
 // signing or destination-only registry settings, which it cannot apply
@@ -110,7 +111,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	if len(opts.Platforms) > 0 && opts.Engine != nil {
-		return nil, ErrIndexNeedsAppend
+		return nil, ErrPlatformsNeedAppend
 	}
 	if opts.Engine != nil && (opts.Images.Sign != (image.Signing{}) || opts.Images.Destination != (image.Registry{})) {
 		return nil, ErrPushNeedsAppend
@@ -152,7 +153,7 @@ func (o Options) checkOutput() error {
 // for buildah, podman, OpenShift Builds or Konflux to build.
 func RenderOnly(ctx context.Context, opts Options) (*Prepared, error) {
 	if len(opts.Platforms) > 0 {
-		return nil, ErrIndexNeedsAppend
+		return nil, ErrPlatformsNeedAppend
 	}
 	if _, err := image.ParseReference(opts.Output); err == nil {
 		return nil, fmt.Errorf("output %q is an image reference: a render-only build writes its Containerfile and context to a directory", opts.Output)
@@ -181,17 +182,18 @@ func prepareClosed(ctx context.Context, opts *Options) (p *Prepared, err error) 
 
 // Result describes a built image.
 type Result struct {
-	// Digest is the image's manifest digest, or the index's.
+	// Digest is the image's manifest digest, or the image list's.
 	Digest   digest.Digest
 	Manifest *manifest.Manifest
 	// ManifestDigest is the sha256 of the embedded manifest's bytes.
 	ManifestDigest digest.Digest
-	// Platforms are the images of an index build, in index order; the
+	// Platforms are the images of a multi-platform build, in the list's
+	// order; the
 	// fields above are then the first one's (Digest excepted).
 	Platforms []PlatformResult
 }
 
-// PlatformResult is one image of an index build.
+// PlatformResult is one image of a multi-platform build.
 type PlatformResult struct {
 	Platform       string
 	Manifest       *manifest.Manifest
@@ -199,13 +201,13 @@ type PlatformResult struct {
 }
 
 // Image builds the layered image with the append engine: one image, or
-// with opts.Platforms an index of one image per platform.
+// with opts.Platforms an image list of one image per platform.
 func Image(ctx context.Context, opts Options) (_ *Result, err error) {
 	if err := opts.checkOutput(); err != nil {
 		return nil, err
 	}
 	if len(opts.Platforms) > 0 {
-		return imageIndex(ctx, opts)
+		return multiPlatform(ctx, opts)
 	}
 	b, release, err := openBase(ctx, &opts)
 	if err != nil {
@@ -361,7 +363,7 @@ func Prepare(b *image.Base, opts Options) (*Prepared, error) {
 		return nil, err
 	}
 	m := res.Manifest(merged.MachineConfigs)
-	m.Base = &manifest.Image{Reference: portableName(opts.Base), Digest: b.Digest()}
+	m.Base = &manifest.ImageRef{Reference: portableName(opts.Base), Digest: b.Digest()}
 	for i := range m.Entries {
 		if m.Entries[i].Base, err = fstree.BaseState(tree, m.Entries[i]); err != nil {
 			return nil, fmt.Errorf("%s: %w", m.Entries[i].Path, err)

@@ -67,16 +67,16 @@ func Run(ctx context.Context, o Options) (_ *revert.Report, err error) {
 	b := in.base
 	defer func() { err = errors.Join(err, b.Close()) }()
 	if in.derived {
-		return diffDerived(ctx, o, imageRef(o.Base, b.ID()), b.Tree())
+		return diffDerived(ctx, o, b.ID(), b.Tree())
 	}
-	return revert.Diff(in.m, in.ref, imageRef(o.Base, b.ID()), b.Tree())
+	return revert.Diff(in.m, in.ref, b.ID(), b.Tree())
 }
 
 // diffInputs are what Run compares: the layered image's manifest and
 // the base.
 type diffInputs struct {
 	m   *manifest.Manifest
-	ref revert.ImageRef
+	ref manifest.ImageRef
 	// derived is set for an image without a manifest, given
 	// MachineConfigs: the owned paths are derived from them.
 	derived bool
@@ -150,7 +150,7 @@ func (o Options) baseOptions() image.BaseOptions {
 // diffDerived predicts the revert of an image without an ownership
 // manifest: the MachineConfigs rendered against the image's own tree
 // (indexed from its layers) are what the node owns (see revert.Derive).
-func diffDerived(ctx context.Context, o Options, base revert.ImageRef, tree fstree.Tree) (_ *revert.Report, err error) {
+func diffDerived(ctx context.Context, o Options, base manifest.ImageRef, tree fstree.Tree) (_ *revert.Report, err error) {
 	mcs, err := o.load()
 	if err != nil {
 		return nil, err
@@ -164,18 +164,14 @@ func diffDerived(ctx context.Context, o Options, base revert.ImageRef, tree fstr
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", o.Image, err)
 	}
-	return revert.DiffDerived(owned, imageRef(o.Image, l.ID()), base, l.Tree(), tree)
+	return revert.DiffDerived(owned, l.ID(), base, l.Tree(), tree)
 }
 
-func layeredManifest(ctx context.Context, o Options) (*manifest.Manifest, revert.ImageRef, error) {
+func layeredManifest(ctx context.Context, o Options) (*manifest.Manifest, manifest.ImageRef, error) {
 	if o.ManifestFile != "" {
 		m, err := manifest.ReadFile(o.ManifestFile)
-		return m, revert.ImageRef{Reference: o.ManifestFile}, err
+		return m, manifest.ImageRef{Reference: o.ManifestFile}, err
 	}
 	m, _, id, err := image.ManifestOf(ctx, o.Image, o.Images, o.CacheDir)
-	return m, imageRef(o.Image, id), err
-}
-
-func imageRef(ref string, id image.ID) revert.ImageRef {
-	return revert.ImageRef{Reference: ref, Digest: id.Digest, Config: id.Config, DiffIDs: id.DiffIDs}
+	return m, id, err
 }

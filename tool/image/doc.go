@@ -26,10 +26,10 @@
 //     overriding it field by field) have skopeo's names and meanings, and
 //     go through containers/common and containers/image: the auth file
 //     defaults to $REGISTRY_AUTH_FILE, registries.conf to
-//     $CONTAINERS_REGISTRIES_CONF. Open, Platforms, Append and AppendIndex
-//     retry transient failures (Options.Retry) with containers/common's
-//     retry package; authentication, missing images and certificate errors
-//     are not retried.
+//     $CONTAINERS_REGISTRIES_CONF. Open, Platforms, Append and
+//     AppendPlatforms retry transient failures (Options.Retry) with
+//     containers/common's retry package; authentication, missing images and
+//     certificate errors are not retried.
 //   - Opening a docker:// image records where its layers live, and how they
 //     are compressed, in the blob-info cache, so that a later Append into
 //     another repository of the same registry mounts them instead of
@@ -41,9 +41,10 @@
 //   - Append signs what it writes when Options.Sign says so (sigstore keys;
 //     GPG only in builds without containers_image_openpgp), and reports every
 //     blob written or skipped to AppendOptions.Progress.
-//   - AppendIndex writes one appended image per base (one per platform) and
-//     an OCI index over them, with Append's guarantees for each image and
-//     for the destination; the same entries give the same index digest.
+//   - AppendPlatforms writes one appended image per base (one per platform)
+//     and an image list (an OCI image index) over them, with Append's
+//     guarantees for each image and for the destination; the same entries
+//     give the same list digest.
 //   - Append never closes the base image, and never modifies, moves or
 //     removes the caller's layer file (it is copied, not linked).
 //   - Append builds the new manifest and config itself; the same base, layer

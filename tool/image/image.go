@@ -428,16 +428,6 @@ func (im *Image) Digest() digest.Digest { return im.digest }
 // layers' diff IDs) while their manifest digests differ.
 func (im *Image) ConfigDigest() digest.Digest { return im.configDesc }
 
-// ID identifies an image: its manifest digest, and its config digest and
-// layers' diff IDs, which copies of the image in other formats keep.
-type ID struct {
-	Digest, Config digest.Digest
-	DiffIDs        []digest.Digest
-}
-
-// ID returns the image's ID.
-func (im *Image) ID() ID { return ID{Digest: im.digest, Config: im.configDesc, DiffIDs: im.DiffIDs()} }
-
 // DiffIDs are the layers' diff IDs, base first.
 func (im *Image) DiffIDs() []digest.Digest { return slices.Clone(im.diffIDs) }
 

@@ -158,7 +158,7 @@ func indexForm(t *testing.T, f baseForm, mcs []*machineconfig.MachineConfig, cac
 	if err != nil {
 		t.Fatal(err)
 	}
-	report, err := revert.Diff(p.Manifest, revert.ImageRef{}, revert.ImageRef{}, b.Tree())
+	report, err := revert.Diff(p.Manifest, manifest.ImageRef{}, manifest.ImageRef{}, b.Tree())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,8 +402,8 @@ func TestRemoteTOC(t *testing.T) {
 			opts.TLSVerify = &insecure
 			ref := "docker://" + strings.TrimPrefix(srv.URL, "http://") + "/mcbake/base:latest"
 			cache := t.TempDir()
-			remote := indexRef(t, ref, opts, cache)
-			local := indexRef(t, "oci:"+layout+":latest", opts, t.TempDir())
+			remote := listRef(t, ref, opts, cache)
+			local := listRef(t, "oci:"+layout+":latest", opts, t.TempDir())
 			if !bytes.Equal(remote.index, local.index) {
 				t.Errorf("remote index differs from the local one:\n%s", cmp.Diff(string(local.index), string(remote.index)))
 			}
@@ -427,7 +427,7 @@ type indexedRef struct {
 	how   map[string]int
 }
 
-func indexRef(t *testing.T, ref string, opts image.Options, cache string) indexedRef {
+func listRef(t *testing.T, ref string, opts image.Options, cache string) indexedRef {
 	t.Helper()
 	var mu sync.Mutex
 	how := map[string]int{}

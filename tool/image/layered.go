@@ -96,22 +96,29 @@ func findFile(r io.Reader, name string) (_ []byte, err error) {
 	}
 }
 
+// ID identifies the image: its reference as opened, its manifest digest,
+// and its config digest and layers' diff IDs, which copies of the image
+// in other formats keep.
+func (im *Image) ID() manifest.ImageRef {
+	return manifest.ImageRef{Reference: im.ref, Digest: im.digest, Config: im.configDesc, DiffIDs: im.DiffIDs()}
+}
+
 // ManifestOf opens the layered image ref, reads its embedded ownership
 // manifest (see ReadManifest) and closes the image. It also returns the
-// manifest's raw bytes and the image's ID. With a cacheDir, the manifest
+// manifest's raw bytes and the image's identity. With a cacheDir, the manifest
 // of a top layer is kept there, under manifests/<algorithm>/<the layer's
 // digest>, and read from there the next time rather than from the
 // layer; what is read is checked against the manifest-digest label
 // either way.
-func ManifestOf(ctx context.Context, ref string, opts Options, cacheDir string) (_ *manifest.Manifest, raw []byte, _ ID, err error) {
+func ManifestOf(ctx context.Context, ref string, opts Options, cacheDir string) (_ *manifest.Manifest, raw []byte, _ manifest.ImageRef, err error) {
 	im, err := openManifestOnly(ctx, ref, opts)
 	if err != nil {
-		return nil, nil, ID{}, err // it names ref
+		return nil, nil, manifest.ImageRef{}, err // it names ref
 	}
 	defer func() { err = errors.Join(err, im.Close()) }()
 	m, raw, err := readManifestCached(ctx, im, cacheDir)
 	if err != nil {
-		return nil, nil, ID{}, fmt.Errorf("%s: %w", ref, err)
+		return nil, nil, manifest.ImageRef{}, fmt.Errorf("%s: %w", ref, err)
 	}
 	return m, raw, im.ID(), nil
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/opencontainers/go-digest"
+
+	"github.com/mcbake/mcbake/manifest"
 )
 
 // SchemaVersion is the version of the JSON report format.
@@ -41,12 +43,6 @@ type Input struct {
 	Digest digest.Digest `json:"digest"`
 }
 
-// ImageRef names an image by reference and manifest digest.
-type ImageRef struct {
-	Reference string        `json:"reference"`
-	Digest    digest.Digest `json:"digest"`
-}
-
 // NotRun is a rule that did not run, and why.
 type NotRun struct {
 	Rule   string `json:"rule"`
@@ -70,11 +66,11 @@ type Tool struct {
 // Report is the result of a verification. Its JSON encoding is the
 // documented report format (docs/verify.md).
 type Report struct {
-	SchemaVersion  int       `json:"schemaVersion"`
-	Tool           Tool      `json:"tool"`
-	MachineConfigs []Input   `json:"machineConfigs"`
-	Base           *ImageRef `json:"base,omitempty"`
-	Image          *ImageRef `json:"image,omitempty"`
+	SchemaVersion  int                `json:"schemaVersion"`
+	Tool           Tool               `json:"tool"`
+	MachineConfigs []Input            `json:"machineConfigs"`
+	Base           *manifest.ImageRef `json:"base,omitempty"`
+	Image          *manifest.ImageRef `json:"image,omitempty"`
 	// FailOn is the threshold; Failed says whether a finding reaches it.
 	FailOn   Threshold `json:"failOn"`
 	Failed   bool      `json:"failed"`

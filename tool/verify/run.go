@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/mcbake/mcbake/machineconfig"
+	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/tool/image"
 	"github.com/opencontainers/go-digest"
 )
@@ -170,10 +171,10 @@ func (c *checker) report(o Options, disabled map[string]bool, severity map[strin
 		r.MachineConfigs = append(r.MachineConfigs, Input{Name: mc.Name, File: mc.File, Digest: mc.Digest})
 	}
 	if c.base != nil {
-		r.Base = &ImageRef{Reference: c.base.ref, Digest: c.base.digest}
+		r.Base = &manifest.ImageRef{Reference: c.base.ref, Digest: c.base.digest}
 	}
 	if c.image != nil {
-		r.Image = &ImageRef{Reference: c.image.ref, Digest: c.image.digest}
+		r.Image = &manifest.ImageRef{Reference: c.image.ref, Digest: c.image.digest}
 	}
 	loc := newLocator(c.in.sources)
 	for _, f := range c.findings {

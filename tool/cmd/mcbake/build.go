@@ -125,7 +125,7 @@ containers-storage:NAME or docker://REF.`,
 			if errors.Is(err, build.ErrPushNeedsAppend) {
 				return errors.New("--sign-* and --dest-* need --engine append (buildah writes with the shared and --src-* settings)")
 			}
-			if errors.Is(err, build.ErrIndexNeedsAppend) {
+			if errors.Is(err, build.ErrPlatformsNeedAppend) {
 				return errors.New("--platform all or a list builds an index: only with --engine append, without --render-only")
 			}
 			if err != nil {

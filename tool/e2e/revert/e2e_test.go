@@ -233,8 +233,8 @@ func TestRevertEndToEnd(t *testing.T) {
 				t.Fatalf("the image baked no %s, or the same one the MCD stores on the revert", render.CurrentConfig)
 			}
 			newRoot := ostreetest.Revert(t, tt.l.root, tt.b.root, mcdWrite(tt.l.rendered, stored))
-			rep := diff(t, tt.l.result.Manifest, revert.ImageRef{Reference: tt.l.ref, Digest: tt.l.result.Digest},
-				revert.ImageRef{Reference: tt.b.ref, Digest: tt.b.img.Digest()}, tt.b.img.Tree())
+			rep := diff(t, tt.l.result.Manifest, manifest.ImageRef{Reference: tt.l.ref, Digest: tt.l.result.Digest},
+				manifest.ImageRef{Reference: tt.b.ref, Digest: tt.b.img.Digest()}, tt.b.img.Tree())
 			checkOutcomes(t, rep, tt.want)
 			predicted := clobberedRequested(rep)
 			onNode := clobberedOnNode(t, newRoot, wantOnNode(tt.l.result.Manifest, stored))

@@ -86,19 +86,19 @@ func platforms(ctx context.Context, r Ref, opts Options) (_ []string, err error)
 	return out, nil
 }
 
-// IndexEntry is one platform of AppendIndex: a base, opened for that
+// PlatformImage is one platform of AppendPlatforms: a base, opened for that
 // platform, and what to append to it.
-type IndexEntry struct {
+type PlatformImage struct {
 	Base   *Image
 	Append AppendOptions
 }
 
-// AppendIndex writes one appended image per entry (as Append would write
+// AppendPlatforms writes one appended image per entry (as Append would write
 // it alone) and an OCI image index listing them, each with its base's
-// platform, in the order given, to dest; it returns the index's digest.
+// platform, in the order given, to dest; it returns the list's digest.
 // The same entries give the same digest. progress, when set, is told of
 // every blob; the entries' own Progress is not used.
-func AppendIndex(ctx context.Context, entries []IndexEntry, dest string, annotations map[string]string, progress func(BlobProgress), opts Options) (_ digest.Digest, err error) {
+func AppendPlatforms(ctx context.Context, entries []PlatformImage, dest string, annotations map[string]string, progress func(BlobProgress), opts Options) (_ digest.Digest, err error) {
 	if len(entries) == 0 {
 		return "", errors.New("an index needs at least one image")
 	}
@@ -109,7 +109,7 @@ func AppendIndex(ctx context.Context, entries []IndexEntry, dest string, annotat
 	if r.transport == transportDockerArchive {
 		return "", fmt.Errorf("%s: docker-archive: cannot hold an image index", dest)
 	}
-	src, err := newIndexSource(entries, annotations)
+	src, err := newListSource(entries, annotations)
 	if err != nil {
 		return "", err
 	}
@@ -140,16 +140,17 @@ func AppendIndex(ctx context.Context, entries []IndexEntry, dest string, annotat
 	return src.digest, nil
 }
 
-// indexSource serves an OCI index over several appendSources.
-type indexSource struct {
+// listSource serves an image list (an OCI image index) over several
+// appendSources.
+type listSource struct {
 	images []*appendSource
-	index  []byte
+	list   []byte
 	digest digest.Digest
-	ref    indexRef
+	ref    listRef
 }
 
-func newIndexSource(entries []IndexEntry, annotations map[string]string) (*indexSource, error) {
-	s := &indexSource{}
+func newListSource(entries []PlatformImage, annotations map[string]string) (*listSource, error) {
+	s := &listSource{}
 	idx := imgspecv1.Index{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: imgspecv1.MediaTypeImageIndex}
 	if len(annotations) > 0 {
 		idx.Annotations = annotations
@@ -174,11 +175,11 @@ func newIndexSource(entries []IndexEntry, annotations map[string]string) (*index
 		})
 	}
 	var err error
-	if s.index, err = json.Marshal(idx); err != nil {
+	if s.list, err = json.Marshal(idx); err != nil {
 		return nil, err
 	}
-	s.digest = digest.FromBytes(s.index)
-	s.ref = indexRef{s}
+	s.digest = digest.FromBytes(s.list)
+	s.ref = listRef{s}
 	return s, nil
 }
 
@@ -187,7 +188,7 @@ func newIndexSource(entries []IndexEntry, annotations map[string]string) (*index
 // insists on finding it): io.github.containers.compression.zstd.
 const zstdInstanceAnnotation = "io.github.containers.compression.zstd"
 
-func instanceAnnotations(e IndexEntry) map[string]string {
+func instanceAnnotations(e PlatformImage) map[string]string {
 	zstd := e.Append.Layer.MediaType == imgspecv1.MediaTypeImageLayerZstd ||
 		slices.ContainsFunc(e.Base.descs, func(d imgspecv1.Descriptor) bool { return strings.HasSuffix(d.MediaType, "+zstd") })
 	if !zstd {
@@ -196,14 +197,14 @@ func instanceAnnotations(e IndexEntry) map[string]string {
 	return map[string]string{zstdInstanceAnnotation: "true"}
 }
 
-func (s *indexSource) Reference() types.ImageReference { return s.ref }
+func (s *listSource) Reference() types.ImageReference { return s.ref }
 
-// Close does nothing: the bases belong to AppendIndex's caller.
-func (s *indexSource) Close() error { return nil }
+// Close does nothing: the bases belong to AppendPlatforms's caller.
+func (s *listSource) Close() error { return nil }
 
-func (s *indexSource) GetManifest(ctx context.Context, instance *digest.Digest) ([]byte, string, error) {
+func (s *listSource) GetManifest(ctx context.Context, instance *digest.Digest) ([]byte, string, error) {
 	if instance == nil {
-		return s.index, imgspecv1.MediaTypeImageIndex, nil
+		return s.list, imgspecv1.MediaTypeImageIndex, nil
 	}
 	for _, a := range s.images {
 		if a.manifestDigest == *instance {
@@ -213,7 +214,7 @@ func (s *indexSource) GetManifest(ctx context.Context, instance *digest.Digest) 
 	return nil, "", fmt.Errorf("no manifest %s in the index", *instance)
 }
 
-func (s *indexSource) GetBlob(ctx context.Context, info types.BlobInfo, cache types.BlobInfoCache) (io.ReadCloser, int64, error) {
+func (s *listSource) GetBlob(ctx context.Context, info types.BlobInfo, cache types.BlobInfoCache) (io.ReadCloser, int64, error) {
 	for _, a := range s.images {
 		if a.has(info.Digest) {
 			return a.GetBlob(ctx, info, cache)
@@ -222,44 +223,44 @@ func (s *indexSource) GetBlob(ctx context.Context, info types.BlobInfo, cache ty
 	return nil, 0, fmt.Errorf("blob %s is not part of the index", info.Digest)
 }
 
-func (s *indexSource) HasThreadSafeGetBlob() bool {
+func (s *listSource) HasThreadSafeGetBlob() bool {
 	return !slices.ContainsFunc(s.images, func(a *appendSource) bool { return !a.HasThreadSafeGetBlob() })
 }
 
-func (s *indexSource) GetSignatures(context.Context, *digest.Digest) ([][]byte, error) {
+func (s *listSource) GetSignatures(context.Context, *digest.Digest) ([][]byte, error) {
 	return nil, nil
 }
 
-func (s *indexSource) LayerInfosForCopy(context.Context, *digest.Digest) ([]types.BlobInfo, error) {
+func (s *listSource) LayerInfosForCopy(context.Context, *digest.Digest) ([]types.BlobInfo, error) {
 	return nil, nil
 }
 
-// indexRef is the types.ImageReference of an indexSource, only ever
+// listRef is the types.ImageReference of an listSource, only ever
 // copy.Image's source.
-type indexRef struct{ src *indexSource }
+type listRef struct{ src *listSource }
 
-func (r indexRef) Transport() types.ImageTransport { return appendTransport{} }
+func (r listRef) Transport() types.ImageTransport { return appendTransport{} }
 
-func (r indexRef) StringWithinTransport() string { return "index+" + r.src.digest.String() }
+func (r listRef) StringWithinTransport() string { return "index+" + r.src.digest.String() }
 
-func (r indexRef) DockerReference() reference.Named { return nil }
+func (r listRef) DockerReference() reference.Named { return nil }
 
-func (r indexRef) PolicyConfigurationIdentity() string { return "" }
+func (r listRef) PolicyConfigurationIdentity() string { return "" }
 
-func (r indexRef) PolicyConfigurationNamespaces() []string { return nil }
+func (r listRef) PolicyConfigurationNamespaces() []string { return nil }
 
-func (r indexRef) NewImage(ctx context.Context, sys *types.SystemContext) (types.ImageCloser, error) {
+func (r listRef) NewImage(ctx context.Context, sys *types.SystemContext) (types.ImageCloser, error) {
 	return nil, errors.New("an appended index is not a single image")
 }
 
-func (r indexRef) NewImageSource(context.Context, *types.SystemContext) (types.ImageSource, error) {
+func (r listRef) NewImageSource(context.Context, *types.SystemContext) (types.ImageSource, error) {
 	return r.src, nil
 }
 
-func (r indexRef) NewImageDestination(context.Context, *types.SystemContext) (types.ImageDestination, error) {
+func (r listRef) NewImageDestination(context.Context, *types.SystemContext) (types.ImageDestination, error) {
 	return nil, errors.New("an appended index cannot be a destination")
 }
 
-func (r indexRef) DeleteImage(context.Context, *types.SystemContext) error {
+func (r listRef) DeleteImage(context.Context, *types.SystemContext) error {
 	return errors.New("an appended index cannot be deleted")
 }

@@ -15,13 +15,13 @@ import (
 )
 
 // AllPlatforms, alone in Options.Platforms, builds every platform the
-// base's index lists.
+// base's image list names.
 const AllPlatforms = "all"
 
-// imageIndex builds one image per platform and writes them under one
-// index. Each platform's base is opened and indexed on its own, and stays
-// open until the index is written.
-func imageIndex(ctx context.Context, opts Options) (_ *Result, err error) {
+// multiPlatform builds one image per platform and writes them under one
+// image list (an OCI image index). Each platform's base is opened and
+// indexed on its own, and stays open until the list is written.
+func multiPlatform(ctx context.Context, opts Options) (_ *Result, err error) {
 	if err := opts.loadMachineConfigs(); err != nil {
 		return nil, err
 	}
@@ -36,7 +36,7 @@ func imageIndex(ctx context.Context, opts Options) (_ *Result, err error) {
 	defer func() { err = errors.Join(err, tmpDir.RemoveAll()) }()
 	tmp := tmpDir.Path
 	res := &Result{}
-	var entries []image.IndexEntry
+	var entries []image.PlatformImage
 	var bases []*image.Base
 	defer func() {
 		for _, b := range bases {
@@ -59,10 +59,10 @@ func imageIndex(ctx context.Context, opts Options) (_ *Result, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", pl, err)
 		}
-		entries = append(entries, image.IndexEntry{Base: b.Image, Append: ao})
+		entries = append(entries, image.PlatformImage{Base: b.Image, Append: ao})
 		res.Platforms = append(res.Platforms, PlatformResult{Platform: pl, Manifest: p.Manifest, ManifestDigest: digest.FromBytes(p.ManifestJSON)})
 	}
-	if res.Digest, err = image.AppendIndex(ctx, entries, opts.Output, nil, opts.PushProgress, opts.Images); err != nil {
+	if res.Digest, err = image.AppendPlatforms(ctx, entries, opts.Output, nil, opts.PushProgress, opts.Images); err != nil {
 		return nil, err
 	}
 	res.Manifest, res.ManifestDigest = res.Platforms[0].Manifest, res.Platforms[0].ManifestDigest
