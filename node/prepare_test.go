@@ -180,7 +180,7 @@ func bake(t testing.TB, root string, res *render.Result) {
 		}
 	}
 	tmp := filepath.Join(t.TempDir(), "layer")
-	if err := render.WriteEntries(tmp, res.Entries, true); err != nil {
+	if err := render.WriteEntries(context.Background(), tmp, res.Entries, render.WriteOptions{Chown: true}); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command("cp", "-a", tmp+"/.", root).CombinedOutput(); err != nil {

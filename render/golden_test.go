@@ -2,6 +2,7 @@ package render
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"os"
 	"path"
@@ -151,7 +152,7 @@ func TestFixturesDeterministic(t *testing.T) {
 				mcs := loadFixture(t, p)
 				res, m, b := renderManifest(t, mcs, makeRoot(t, rhcosSpec()))
 				out := filepath.Join(t.TempDir(), "out")
-				if err := WriteTree(out, res, m, os.Geteuid() == 0); err != nil {
+				if err := WriteTree(context.Background(), out, res, m, WriteOptions{Chown: os.Geteuid() == 0}); err != nil {
 					t.Fatalf("WriteTree() = %v", err)
 				}
 				written, err := os.ReadFile(filepath.Join(out, "manifest.json"))

@@ -16,23 +16,24 @@ import (
 	"github.com/mcbake/mcbake/manifest"
 )
 
+// WriteOptions say how WriteTree and WriteEntries write.
+type WriteOptions struct {
+	// Chown applies the entries' owners (it needs root).
+	Chown bool
+}
+
 // WriteTree writes the rendered entries under dir/rootfs (at their resolved
-// paths) and the manifest to dir/manifest.json. Owners are applied when
-// chown is true (it needs root). The output is built in a temporary
+// paths) and the manifest to dir/manifest.json. Owners are applied with
+// o.Chown. The output is built in a temporary
 // sibling of dir and moved into place at the end, replacing dir (with an
 // atomic exchange where the filesystem supports it); on error nothing is
 // left behind and an earlier dir is kept. dir must be absent, empty, or an
 // earlier WriteTree output (only rootfs and manifest.json): WriteTree never
 // replaces anything else. Writing never follows a symlink inside rootfs.
 // Absent entries and hard links whose target is not a rendered file are
-// recorded in the manifest only.
-func WriteTree(dir string, res *Result, m *manifest.Manifest, chown bool) error {
-	return WriteTreeContext(context.Background(), dir, res, m, chown)
-}
-
-// WriteTreeContext is WriteTree that stops, leaving nothing behind, when
+// recorded in the manifest only. It stops, leaving nothing behind, when
 // ctx is done.
-func WriteTreeContext(ctx context.Context, dir string, res *Result, m *manifest.Manifest, chown bool) (err error) {
+func WriteTree(ctx context.Context, dir string, res *Result, m *manifest.Manifest, o WriteOptions) (err error) {
 	if err := atomicdir.CheckReplaceable(dir, "render output", "rootfs", "manifest.json"); err != nil {
 		return err
 	}
@@ -48,7 +49,7 @@ func WriteTreeContext(ctx context.Context, dir string, res *Result, m *manifest.
 		}
 		tmpDir.Release()
 	}()
-	if err := WriteEntriesContext(ctx, filepath.Join(tmp, "rootfs"), res.Entries, chown); err != nil {
+	if err := WriteEntries(ctx, filepath.Join(tmp, "rootfs"), res.Entries, o); err != nil {
 		return err
 	}
 	b, err := manifest.Marshal(m)
@@ -67,20 +68,15 @@ func WriteTreeContext(ctx context.Context, dir string, res *Result, m *manifest.
 // WriteEntries writes entries into the directory rootfs (created 0755
 // when missing), each at the path it occupies (Where), parents first;
 // missing parent directories are created 0755 and no write ever follows a
-// symlink. Owners are set when chown is true (it needs root), file modes
+// symlink. Owners are set with o.Chown (it needs root), file modes
 // after the chown (which clears setuid and setgid). A hard link is made
 // once the file it names (by the path that file occupies) is written, and
 // skipped when WriteEntries does not write that file; directory modes are
 // set last, deepest first, so that a read-only directory does not stop
 // its children from being written. Absent entries are skipped. It is the
-// one tree writer: render output and build contexts both use it.
-func WriteEntries(rootfs string, entries []Entry, chown bool) error {
-	return WriteEntriesContext(context.Background(), rootfs, entries, chown)
-}
-
-// WriteEntriesContext is WriteEntries that stops at the first entry it
-// reaches once ctx is done, returning ctx's error.
-func WriteEntriesContext(ctx context.Context, rootfs string, entries []Entry, chown bool) error {
+// one tree writer: render output and build contexts both use it. It stops
+// at the first entry it reaches once ctx is done, returning ctx's error.
+func WriteEntries(ctx context.Context, rootfs string, entries []Entry, o WriteOptions) error {
 	sorted := append([]Entry(nil), entries...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Where() < sorted[j].Where() })
 	if err := os.MkdirAll(rootfs, 0o755); err != nil {
@@ -100,7 +96,7 @@ func WriteEntriesContext(ctx context.Context, rootfs string, entries []Entry, ch
 			hard = append(hard, e)
 			continue
 		}
-		if err := w.writeEntry(e, chown); err != nil {
+		if err := w.writeEntry(e, o.Chown); err != nil {
 			return fmt.Errorf("writing %s: %w", e.Where(), err)
 		}
 		switch e.Type {

@@ -157,11 +157,11 @@ func TestWriteTree(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	if err := WriteTree(out, res, m, false); err != nil {
+	if err := WriteTree(context.Background(), out, res, m, WriteOptions{}); err != nil {
 		t.Fatalf("WriteTree() = %v", err)
 	}
 	// A second write replaces the first, read-only directory included.
-	if err := WriteTree(out, res, m, false); err != nil {
+	if err := WriteTree(context.Background(), out, res, m, WriteOptions{}); err != nil {
 		t.Fatalf("WriteTree() over an earlier output = %v", err)
 	}
 	rootfs := filepath.Join(out, "rootfs")
@@ -217,7 +217,7 @@ func TestWriteTreeOwners(t *testing.T) {
 		t.Fatalf("Render() = %v", err)
 	}
 	out := filepath.Join(t.TempDir(), "out")
-	if err := WriteTree(out, res, res.Manifest(nil), true); err != nil {
+	if err := WriteTree(context.Background(), out, res, res.Manifest(nil), WriteOptions{Chown: true}); err != nil {
 		t.Fatalf("WriteTree(chown) = %v", err)
 	}
 	got := listTreeOwners(t, filepath.Join(out, "rootfs"))
@@ -252,7 +252,7 @@ func TestWriteTreeReplace(t *testing.T) {
 	parent := t.TempDir()
 	out := filepath.Join(parent, "out")
 	for _, res := range []*Result{first, second} {
-		if err := WriteTree(out, res, res.Manifest(nil), false); err != nil {
+		if err := WriteTree(context.Background(), out, res, res.Manifest(nil), WriteOptions{}); err != nil {
 			t.Fatalf("WriteTree() = %v", err)
 		}
 	}
@@ -273,7 +273,7 @@ func TestWriteTreeFailure(t *testing.T) {
 	t.Run("fresh", func(t *testing.T) {
 		parent := t.TempDir()
 		out := filepath.Join(parent, "out")
-		err := WriteTree(out, bad, bad.Manifest(nil), false)
+		err := WriteTree(context.Background(), out, bad, bad.Manifest(nil), WriteOptions{})
 		if err == nil || !strings.HasPrefix(err.Error(), "writing /b: open ") || !errors.Is(err, os.ErrExist) {
 			t.Errorf("WriteTree(duplicate path) = %v, want a writing /b error (file exists)", err)
 		}
@@ -284,11 +284,11 @@ func TestWriteTreeFailure(t *testing.T) {
 	t.Run("over an earlier output", func(t *testing.T) {
 		parent := t.TempDir()
 		out := filepath.Join(parent, "out")
-		if err := WriteTree(out, good, good.Manifest(nil), false); err != nil {
+		if err := WriteTree(context.Background(), out, good, good.Manifest(nil), WriteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		before := listTree(t, out)
-		if err := WriteTree(out, bad, bad.Manifest(nil), false); err == nil {
+		if err := WriteTree(context.Background(), out, bad, bad.Manifest(nil), WriteOptions{}); err == nil {
 			t.Errorf("WriteTree(duplicate path) = nil, want an error")
 		}
 		if diff := cmp.Diff(before, listTree(t, out)); diff != "" {
@@ -319,7 +319,7 @@ func TestWriteTreeRefusesToReplace(t *testing.T) {
 		{asFile, asFile + " exists and is not a directory"},
 	}
 	for _, tt := range tests {
-		err := WriteTree(tt.dir, res, res.Manifest(nil), false)
+		err := WriteTree(context.Background(), tt.dir, res, res.Manifest(nil), WriteOptions{})
 		if err == nil || err.Error() != tt.want {
 			t.Errorf("WriteTree(%s) = %v, want %q", tt.dir, err, tt.want)
 		}
@@ -334,7 +334,7 @@ func TestWriteTreeRefusesToReplace(t *testing.T) {
 	if err := os.Mkdir(empty, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteTree(empty, res, res.Manifest(nil), false); err != nil {
+	if err := WriteTree(context.Background(), empty, res, res.Manifest(nil), WriteOptions{}); err != nil {
 		t.Errorf("WriteTree(empty dir) = %v, want nil", err)
 	}
 }
@@ -380,7 +380,7 @@ func TestWriteTreeTraversal(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			parent := t.TempDir()
 			res := &Result{Entries: tt.entries}
-			err := WriteTree(filepath.Join(parent, "out"), res, res.Manifest(nil), false)
+			err := WriteTree(context.Background(), filepath.Join(parent, "out"), res, res.Manifest(nil), WriteOptions{})
 			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
 				t.Errorf("WriteTree() = %v, want an error starting with %q", err, tt.want)
 			}
@@ -400,7 +400,7 @@ func TestWriteTreeTraversal(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "out")
-	if err := WriteTree(out, hard, hard.Manifest(nil), false); err != nil {
+	if err := WriteTree(context.Background(), out, hard, hard.Manifest(nil), WriteOptions{}); err != nil {
 		t.Fatalf("WriteTree(hard link through a symlink) = %v", err)
 	}
 	if _, err := os.Lstat(filepath.Join(out, "rootfs", "etc", "h")); !errors.Is(err, os.ErrNotExist) {
@@ -451,7 +451,7 @@ func TestDeepPathLinear(t *testing.T) {
 	if dirs != depth {
 		t.Errorf("rendering made %d parent directories, want %d", dirs, depth)
 	}
-	if err := WriteEntries(t.TempDir(), res.Entries, false); err != nil {
+	if err := WriteEntries(context.Background(), t.TempDir(), res.Entries, WriteOptions{}); err != nil {
 		t.Errorf("WriteEntries: %v", err)
 	}
 }
@@ -467,8 +467,8 @@ func TestWriteTreeCancelled(t *testing.T) {
 	cancel()
 	parent := t.TempDir()
 	out := filepath.Join(parent, "out")
-	if err := WriteTreeContext(ctx, out, res, res.Manifest(nil), false); !errors.Is(err, context.Canceled) {
-		t.Fatalf("WriteTreeContext(cancelled) = %v, want context.Canceled", err)
+	if err := WriteTree(ctx, out, res, res.Manifest(nil), WriteOptions{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("WriteTree(cancelled) = %v, want context.Canceled", err)
 	}
 	if names, _ := os.ReadDir(parent); len(names) != 0 {
 		t.Errorf("left in %s: %v", parent, names)

@@ -1,6 +1,7 @@
 package build
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -313,12 +314,12 @@ func fromReference(ref, dgst string) (string, error) {
 
 // writeContextFiles writes the context into the empty directory dir.
 func writeContextFiles(dir string, p *Prepared, plan *contextPlan, data *templates.ContainerfileData) error {
-	chown := os.Geteuid() == 0
-	if err := render.WriteEntries(filepath.Join(dir, ContextRootfs), plan.nodes, chown); err != nil {
+	ctx, wo := context.Background(), render.WriteOptions{Chown: os.Geteuid() == 0}
+	if err := render.WriteEntries(ctx, filepath.Join(dir, ContextRootfs), plan.nodes, wo); err != nil {
 		return err
 	}
 	for i, n := range plan.chowned() {
-		if err := render.WriteEntries(filepath.Join(dir, chownDir(i)), []render.Entry{at(n, "/"+path.Base(n.Path))}, chown); err != nil {
+		if err := render.WriteEntries(ctx, filepath.Join(dir, chownDir(i)), []render.Entry{at(n, "/"+path.Base(n.Path))}, wo); err != nil {
 			return err
 		}
 	}

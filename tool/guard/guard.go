@@ -168,8 +168,8 @@ func Tree(binary []byte) []render.Entry {
 // WriteTree writes Tree(binary) under dir, for `COPY dir/ /` in a
 // Containerfile (mcbake's own image holds it at ToolImageDir). The tree is
 // made aside and renamed in; dir must be absent, empty, or an earlier
-// guard tree. Owners are root's when chown is set (as root).
-func WriteTree(ctx context.Context, dir string, binary []byte, chown bool) (err error) {
+// guard tree. Owners are root's with o.Chown (as root).
+func WriteTree(ctx context.Context, dir string, binary []byte, o render.WriteOptions) (err error) {
 	if err := atomicdir.CheckReplaceable(dir, "guard tree", "usr"); err != nil {
 		return err
 	}
@@ -183,7 +183,7 @@ func WriteTree(ctx context.Context, dir string, binary []byte, chown bool) (err 
 		}
 		tmpDir.Release()
 	}()
-	if err := render.WriteEntriesContext(ctx, tmpDir.Path, Tree(binary), chown); err != nil {
+	if err := render.WriteEntries(ctx, tmpDir.Path, Tree(binary), o); err != nil {
 		return err
 	}
 	if err := os.Chmod(tmpDir.Path, 0o755); err != nil {

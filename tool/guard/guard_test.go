@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcbake/mcbake/render"
 	"github.com/mcbake/mcbake/tool/guard"
 )
 
@@ -22,7 +23,7 @@ func TestWriteTree(t *testing.T) {
 	bin := []byte("#!/bin/sh\n# a node binary\n")
 	ctx := context.Background()
 	for range 2 { // the second replaces the first
-		if err := guard.WriteTree(ctx, dir, bin, false); err != nil {
+		if err := guard.WriteTree(ctx, dir, bin, render.WriteOptions{}); err != nil {
 			t.Fatalf("WriteTree: %v", err)
 		}
 	}
@@ -48,7 +49,7 @@ func TestWriteTree(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(other, "keep"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err := guard.WriteTree(ctx, other, bin, false)
+	err := guard.WriteTree(ctx, other, bin, render.WriteOptions{})
 	if err == nil || !strings.Contains(err.Error(), "keep") {
 		t.Errorf("WriteTree into a directory holding another file = %v, want a refusal naming it", err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcbake/mcbake/render"
 	"github.com/mcbake/mcbake/tool/guard"
 )
 
@@ -40,7 +41,7 @@ and renamed in: it must be absent, empty, or an earlier guard tree.`,
 			if err := guard.CheckArch(b, arch); err != nil {
 				return err
 			}
-			if err := guard.WriteTree(cmd.Context(), out, b, os.Geteuid() == 0); err != nil {
+			if err := guard.WriteTree(cmd.Context(), out, b, render.WriteOptions{Chown: os.Geteuid() == 0}); err != nil {
 				return fmt.Errorf("-o %s: %w", out, err)
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "wrote the revert guard to %s: %s, %s, %s\n", out, guard.BinaryPath, guard.UnitPath, guard.WantsPath)

@@ -46,7 +46,7 @@ parent symlinks are followed.`,
 				return err
 			}
 			m := res.Manifest(mcs)
-			if err := render.WriteTreeContext(cmd.Context(), out, res, m, os.Geteuid() == 0); err != nil {
+			if err := render.WriteTree(cmd.Context(), out, res, m, render.WriteOptions{Chown: os.Geteuid() == 0}); err != nil {
 				return fmt.Errorf("writing %s: %w", out, err)
 			}
 			return printSummary(cmd.OutOrStdout(), out, m)
