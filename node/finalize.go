@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,17 +35,25 @@ type FinalizedReport struct {
 	Error   string   `json:"error,omitempty"`
 }
 
+// FinalizedOptions say what Finalized does.
+type FinalizedOptions struct {
+	// Repair writes every owned path still wrong; without it Finalized
+	// only reports them.
+	Repair bool
+}
+
 // Finalized is the safety net of a prepared revert, run at shutdown after
 // ostree-finalize-staged.service: it finds the deployment the next boot
 // starts, compares its /etc with the MachineConfigs PrepareRevert stored
-// under the stateroot's /var, and, with repair, writes every owned path
+// under the stateroot's /var, and, with o.Repair, writes every owned path
 // still wrong (in one transaction, labelled, in a private mount namespace
 // when the sysroot is read-only). After finalization nothing merges any
 // more, so it writes what the MachineConfigs want wherever it differs,
 // but for the paths PrepareRevert never writes (see PrepareRevert). It
 // returns nil and no error when no revert was prepared from the booted
-// deployment, or when nothing was finalized.
-func Finalized(sysroot string, repair bool) (*FinalizedReport, error) {
+// deployment, or when nothing was finalized. It stops, having written
+// nothing, when ctx is done before the repair starts.
+func Finalized(ctx context.Context, sysroot string, o FinalizedOptions) (*FinalizedReport, error) {
 	s, err := OpenSysroot(sysroot)
 	if err != nil {
 		return nil, err
@@ -91,13 +100,16 @@ func Finalized(sysroot string, repair bool) (*FinalizedReport, error) {
 			continue
 		}
 		c.Kinds, c.Op = k, opFor(e.Type)
-		if repair {
+		if o.Repair {
 			writes = append(writes, e)
 		}
 		rep.Changes = append(rep.Changes, c)
 	}
-	if !repair {
+	if !o.Repair {
 		return rep, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	// The report is kept beside the record for the first-boot check: the
 	// journal may lose what a unit prints this late in a shutdown.

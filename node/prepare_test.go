@@ -960,11 +960,11 @@ func TestPlanImages(t *testing.T) {
 	}
 	defer root.Close()
 	other.Rewrite = nil
-	if _, err := node.Rewrite(root, &other, mcs, true); err == nil || !strings.Contains(err.Error(), "plan: made for base") {
+	if _, err := node.Rewrite(context.Background(), root, &other, mcs, node.RewriteOptions{DryRun: true}); err == nil || !strings.Contains(err.Error(), "plan: made for base") {
 		t.Errorf("Rewrite with a plan for another base = %v, want a refusal", err)
 	}
 	plan.Rewrite = nil
-	if _, err := node.Rewrite(root, plan, mcs, true); err != nil {
+	if _, err := node.Rewrite(context.Background(), root, plan, mcs, node.RewriteOptions{DryRun: true}); err != nil {
 		t.Errorf("Rewrite with a plan for a converted copy of the base = %v, want it accepted", err)
 	}
 }

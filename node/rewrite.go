@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path"
@@ -49,11 +50,13 @@ func (e *PlanMismatchError) Error() string { return strings.Join(e.Lines, "\n") 
 // in; on a failure the renamed ones are put back, so every path ends old
 // or new and each Action's State says which. Writes never follow a path
 // outside root. A path already in the wanted state is left alone, so
-// Rewrite is idempotent: a second run writes nothing. With dryRun it only
-// reports what it would do. When root is an ostree deployment (or "/" of a
+// Rewrite is idempotent: a second run writes nothing. With o.DryRun it
+// only reports what it would do. It stops, having written nothing, when
+// ctx is done before the transaction starts; a transaction that has
+// started runs to its end. When root is an ostree deployment (or "/" of a
 // booted one) whose commit records its container image, a plan for
 // another base image is refused.
-func Rewrite(root *Root, p *revert.Plan, mcs []*machineconfig.MachineConfig, dryRun bool) ([]Action, error) {
+func Rewrite(ctx context.Context, root *Root, p *revert.Plan, mcs []*machineconfig.MachineConfig, o RewriteOptions) ([]Action, error) {
 	if err := checkPlanImage(root, p); err != nil {
 		return nil, err
 	}
@@ -61,12 +64,18 @@ func Rewrite(root *Root, p *revert.Plan, mcs []*machineconfig.MachineConfig, dry
 	if err != nil {
 		return nil, err
 	}
-	return rewrite(root, p, res, dryRun)
+	return rewrite(ctx, root, p, res, o)
+}
+
+// RewriteOptions say how Rewrite runs.
+type RewriteOptions struct {
+	// DryRun only reports what Rewrite would do: it writes nothing.
+	DryRun bool
 }
 
 // rewrite is Rewrite with the rendering done; failAt injects a failure
 // into the transaction (tests).
-func rewrite(root *Root, p *revert.Plan, res *render.Result, dryRun bool, failAt ...func(int) error) ([]Action, error) {
+func rewrite(ctx context.Context, root *Root, p *revert.Plan, res *render.Result, o RewriteOptions, failAt ...func(int) error) ([]Action, error) {
 	if err := p.Check(); err != nil {
 		return nil, err
 	}
@@ -81,6 +90,9 @@ func rewrite(root *Root, p *revert.Plan, res *render.Result, dryRun bool, failAt
 	}
 	parents := map[string]bool{}
 	for i, pe := range p.Rewrite {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		kinds, err := differences(root, pe.Path, want[i].Entry.Entry)
 		if err != nil {
 			return nil, err
@@ -102,7 +114,7 @@ func rewrite(root *Root, p *revert.Plan, res *render.Result, dryRun bool, failAt
 		}
 		t.add(pe.Path, want[i].Entry, "")
 	}
-	if dryRun || len(t.writes) == 0 {
+	if o.DryRun || len(t.writes) == 0 {
 		return acts, nil
 	}
 	err = t.run()

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -116,7 +117,7 @@ func TestRewrite(t *testing.T) {
 	plan := planFor(res, true)
 	before := roottest.Tree(t, dir)
 
-	dry, err := rewrite(root, plan, res, true)
+	dry, err := rewrite(context.Background(), root, plan, res, RewriteOptions{DryRun: true})
 	if err != nil {
 		t.Fatalf("Rewrite(dry run): %v", err)
 	}
@@ -145,7 +146,16 @@ func TestRewrite(t *testing.T) {
 		t.Errorf("Rewrite(dry run) ops (-want +got):\n%s", diff)
 	}
 
-	acts, err := rewrite(root, plan, res, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := rewrite(ctx, root, plan, res, RewriteOptions{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Rewrite(cancelled) = %v, want context.Canceled", err)
+	}
+	if diff := cmp.Diff(before, roottest.Tree(t, dir)); diff != "" {
+		t.Errorf("a cancelled Rewrite changed the root (-before +after):\n%s", diff)
+	}
+
+	acts, err := rewrite(context.Background(), root, plan, res, RewriteOptions{})
 	if err != nil {
 		t.Fatalf("Rewrite: %v", err)
 	}
@@ -189,7 +199,7 @@ func TestRewrite(t *testing.T) {
 	// rewritten root (which no longer lists the existing parents nor the
 	// removed link).
 	for name, r := range map[string]*render.Result{"same rendering": res, "new rendering": renderOnNode(t, mcs, dir)} {
-		again, err := rewrite(root, plan, r, false)
+		again, err := rewrite(context.Background(), root, plan, r, RewriteOptions{})
 		if err != nil {
 			t.Fatalf("second Rewrite (%s): %v", name, err)
 		}
@@ -244,7 +254,7 @@ func TestRewriteRefuses(t *testing.T) {
 			plan := planFor(res, true)
 			tt.change(plan)
 			before, parent := roottest.Tree(t, dir), roottest.Entry(t, filepath.Dir(dir))
-			_, err := rewrite(root, plan, res, false)
+			_, err := rewrite(context.Background(), root, plan, res, RewriteOptions{})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Rewrite = %v, want an error with %q", err, tt.want)
 			}
@@ -368,7 +378,7 @@ func TestRewriteStaysInRoot(t *testing.T) {
 			plan := planFor(res, false)
 			before, outsideDir := roottest.Tree(t, outside), roottest.Entry(t, outside)
 			root := openRoot(t, dir)
-			_, err := rewrite(root, plan, res, false)
+			_, err := rewrite(context.Background(), root, plan, res, RewriteOptions{})
 			if diff := cmp.Diff(before, roottest.Tree(t, outside)); diff != "" {
 				t.Errorf("Rewrite changed the directory outside the root (-before +after):\n%s", diff)
 			}
@@ -407,7 +417,7 @@ func TestRewriteLeavesExistingParents(t *testing.T) {
 	plan.Rewrite = append(plan.Rewrite, revert.PlanEntry{Path: "/etc/systemd", Outcome: revert.Removed, Type: manifest.Directory, Mode: 0o755,
 		Source: manifest.Source{MachineConfig: "99-node", Field: "spec.config.systemd.units[bar.service].contents"}})
 	sortPlan(plan)
-	if _, err := rewrite(root, plan, res, false); err != nil {
+	if _, err := rewrite(context.Background(), root, plan, res, RewriteOptions{}); err != nil {
 		t.Fatalf("Rewrite: %v", err)
 	}
 	if got := roottest.Entry(t, systemd); got != "dir 0700 5:5" {
@@ -426,7 +436,7 @@ func TestRewriteAllOrNothing(t *testing.T) {
 		res := renderOnNode(t, mcs, dir)
 		before := roottest.Tree(t, dir)
 		boom := errors.New("injected failure")
-		acts, err := rewrite(root, planFor(res, true), res, false, func(i int) error {
+		acts, err := rewrite(context.Background(), root, planFor(res, true), res, RewriteOptions{}, func(i int) error {
 			if i == n {
 				return boom
 			}

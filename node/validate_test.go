@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -23,7 +24,7 @@ func TestOnDisk(t *testing.T) {
 	dir := newNode(t)
 	root := openRoot(t, dir)
 	res := renderOnNode(t, mcs, dir)
-	if _, err := rewrite(root, planFor(res, true), res, false); err != nil {
+	if _, err := rewrite(context.Background(), root, planFor(res, true), res, RewriteOptions{}); err != nil {
 		t.Fatalf("Rewrite: %v", err)
 	}
 	// The machine-config-daemon made its directory when it stored the

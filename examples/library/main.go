@@ -6,6 +6,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 
@@ -63,7 +64,7 @@ func run(baseDigest digest.Digest, baseDir, rootDir string, files []string) erro
 		return err
 	}
 	defer root.Close()
-	actions, err := node.Rewrite(root, plan, mcs, false)
+	actions, err := node.Rewrite(context.Background(), root, plan, mcs, node.RewriteOptions{})
 	for _, a := range actions {
 		fmt.Printf("%s %s %v\n", a.Op, a.Path, a.Kinds)
 	}

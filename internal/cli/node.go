@@ -209,7 +209,9 @@ when paths are wrong and --repair is not given.`,
 			if err := checkFormat(format); err != nil {
 				return err
 			}
-			rep, err := node.Finalized(sysroot, repair)
+			// The shutdown safety net runs to its end: a signal does not
+			// skip the repair.
+			rep, err := node.Finalized(context.WithoutCancel(cmd.Context()), sysroot, node.FinalizedOptions{Repair: repair})
 			w := cmd.OutOrStdout()
 			if rep == nil {
 				if err == nil {

@@ -61,7 +61,7 @@ RESOLVE_IN_ROOT). A second run writes nothing.`,
 			if err != nil {
 				return err
 			}
-			acts, err := node.Rewrite(in.root, p, in.mcs, dryRun)
+			acts, err := node.Rewrite(cmd.Context(), in.root, p, in.mcs, node.RewriteOptions{DryRun: dryRun})
 			if err = errors.Join(err, in.root.Close()); err != nil {
 				return err
 			}

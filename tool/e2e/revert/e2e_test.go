@@ -572,7 +572,7 @@ func e2eRewrite(t *testing.T, newRoot string, rep *revert.Report, l *e2eImage, o
 		t.Fatalf("NewPlan: %v", err)
 	}
 	root := nodetest.OpenRoot(t, newRoot)
-	acts, err := node.Rewrite(root, plan, l.mcs, false)
+	acts, err := node.Rewrite(context.Background(), root, plan, l.mcs, node.RewriteOptions{})
 	if err != nil {
 		t.Fatalf("Rewrite: %v", err)
 	}
@@ -608,7 +608,7 @@ func e2eRewrite(t *testing.T, newRoot string, rep *revert.Report, l *e2eImage, o
 	if diff := cmp.Diff(lost, clobberedOnNode(t, newRoot, wantOnNode(owned, stored)), cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("owned paths still different after Rewrite, want only the lost and the managed ones (-lost +got):\n%s", diff)
 	}
-	again, err := node.Rewrite(root, plan, l.mcs, false)
+	again, err := node.Rewrite(context.Background(), root, plan, l.mcs, node.RewriteOptions{})
 	if err != nil {
 		t.Fatalf("second Rewrite: %v", err)
 	}
