@@ -28,7 +28,8 @@ const (
 // MachineConfig is one parsed MachineConfig. Get it from Parse or Load:
 // they refuse what the machine-config-daemon does not apply (Refusals)
 // and set Digest, which one built by hand skips. A program that holds the
-// MCO's own object (mcfgv1.MachineConfig) passes its JSON to Parse.
+// MCO's own object (mcfgv1.MachineConfig) passes its fields to FromObject
+// (spec.config raw or as an Ignition config), or its JSON to Parse.
 type MachineConfig struct {
 	// File is where it was read from ("<stdin>" for standard input).
 	File string
