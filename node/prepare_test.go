@@ -231,7 +231,7 @@ func TestPrepare(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	rep, err := revert.Diff(m, manifest.ImageRef{Digest: digest.FromString("L")}, manifest.ImageRef{Digest: digest.FromString("B")}, b)
+	rep, err := revert.Diff(context.Background(), m, manifest.ImageRef{Digest: digest.FromString("L")}, manifest.ImageRef{Digest: digest.FromString("B")}, b)
 	if err != nil {
 		t.Fatal(err)
 	}

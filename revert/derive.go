@@ -1,6 +1,7 @@
 package revert
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/mcbake/mcbake/fstree"
@@ -19,12 +20,18 @@ import (
 // has as the MachineConfigs need them, so that the daemon writes nothing
 // there. The entries' sources are the MachineConfig fields that own them.
 // PredictDerived and DiffDerived take its result.
-func Derive(m *machineconfig.Merged, layered, base fstree.Tree) (Ownership, error) {
+func Derive(ctx context.Context, m *machineconfig.Merged, layered, base fstree.Tree) (Ownership, error) {
+	if err := ctx.Err(); err != nil {
+		return Ownership{}, err
+	}
 	onNode, err := render.Render(m, layered)
 	if err != nil {
 		return Ownership{}, fmt.Errorf("rendering the MachineConfigs against the image: %w", err)
 	}
 	owned := Ownership{Manifest: onNode.Manifest(m.MachineConfigs), BaseOnly: map[string]bool{}}
+	if err := ctx.Err(); err != nil {
+		return Ownership{}, err
+	}
 	onBase, err := render.Render(m, base)
 	if err != nil {
 		return Ownership{}, fmt.Errorf("rendering the MachineConfigs against the base: %w", err)

@@ -2,6 +2,8 @@ package revert_test
 
 import (
 	"archive/tar"
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,7 +46,7 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	owned, err := revert.Derive(machineconfig.Merge(mcs), layered, base)
+	owned, err := revert.Derive(context.Background(), machineconfig.Merge(mcs), layered, base)
 	if err != nil {
 		t.Fatalf("Derive: %v", err)
 	}
@@ -65,5 +67,17 @@ spec:
 	}
 	if owned.Manifest.Base != nil {
 		t.Errorf("Derive: the manifest records a base %+v", owned.Manifest.Base)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := revert.Derive(ctx, machineconfig.Merge(mcs), layered, base); !errors.Is(err, context.Canceled) {
+		t.Errorf("Derive(cancelled) = %v, want context.Canceled", err)
+	}
+	if _, err := revert.PredictDerived(ctx, owned, layered, base); !errors.Is(err, context.Canceled) {
+		t.Errorf("PredictDerived(cancelled) = %v, want context.Canceled", err)
+	}
+	if _, err := revert.Predict(ctx, owned.Manifest, base); !errors.Is(err, context.Canceled) {
+		t.Errorf("Predict(cancelled) = %v, want context.Canceled", err)
 	}
 }

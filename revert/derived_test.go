@@ -3,6 +3,7 @@ package revert_test
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 
@@ -73,7 +74,7 @@ func TestPredictDerived(t *testing.T) {
 	}}
 	m.Sort()
 	baseOnly := map[string]bool{"/etc/bo": true, "/etc/systemd/system/multi-user.target.wants/zincati.service": true}
-	entries, err := revert.PredictDerived(revert.Ownership{Manifest: m, BaseOnly: baseOnly}, l, b)
+	entries, err := revert.PredictDerived(context.Background(), revert.Ownership{Manifest: m, BaseOnly: baseOnly}, l, b)
 	if err != nil {
 		t.Fatalf("PredictDerived: %v", err)
 	}
@@ -128,7 +129,7 @@ func TestDiffDerivedReport(t *testing.T) {
 	l := compareIndex(t, testbase.Options{ExtraLayers: []testbase.Layer{{Files: []testbase.File{{Path: "etc/mode.conf", Mode: 0o600, Content: []byte("x\n")}}}}})
 	m := &manifest.Manifest{MachineConfigs: []manifest.MachineConfig{{Name: "99-test", Digest: sha("mc")}},
 		Entries: []manifest.Entry{fileEntry("/etc/mode.conf", "x\n", 0o644, 0, 0)}}
-	r, err := revert.DiffDerived(revert.Ownership{Manifest: m}, manifest.ImageRef{Reference: "oci:/l"}, manifest.ImageRef{Reference: "oci:/b"}, l, b)
+	r, err := revert.DiffDerived(context.Background(), revert.Ownership{Manifest: m}, manifest.ImageRef{Reference: "oci:/l"}, manifest.ImageRef{Reference: "oci:/b"}, l, b)
 	if err != nil {
 		t.Fatalf("DiffDerived: %v", err)
 	}
@@ -144,7 +145,7 @@ func TestDiffDerivedReport(t *testing.T) {
 			t.Errorf("WriteText output lacks %q:\n%s", s, text.String())
 		}
 	}
-	if rec, err := revert.Diff(m, manifest.ImageRef{}, manifest.ImageRef{}, b); err != nil || rec.Owned != revert.Recorded {
+	if rec, err := revert.Diff(context.Background(), m, manifest.ImageRef{}, manifest.ImageRef{}, b); err != nil || rec.Owned != revert.Recorded {
 		t.Errorf("Diff: owned %q (%v), want %q", rec.Owned, err, revert.Recorded)
 	}
 }

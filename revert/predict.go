@@ -14,6 +14,7 @@
 package revert
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path"
@@ -140,8 +141,8 @@ type Entry struct {
 // path is resolved through the base's symlinks, not those of the base the
 // image was built on. Entries come back sorted by resolved path. An error
 // means the base's tree could not be read.
-func Predict(m *manifest.Manifest, base fstree.Tree) ([]Entry, error) {
-	return predict(m, nil, base)
+func Predict(ctx context.Context, m *manifest.Manifest, base fstree.Tree) ([]Entry, error) {
+	return predict(ctx, m, nil, base)
 }
 
 // Ownership is what the MachineConfigs own on a node that runs a layered
@@ -170,8 +171,8 @@ type Ownership struct {
 // the base's default replace it. A path the image bakes otherwise
 // (Ignition's preset-based enablement, another mode or owner) is modified
 // on the node and survives the revert. Entry.Image records the comparison.
-func PredictDerived(o Ownership, layered, base fstree.Tree) ([]Entry, error) {
-	return predict(o.Manifest, &defaults{tree: layered, baseOnly: o.BaseOnly}, base)
+func PredictDerived(ctx context.Context, o Ownership, layered, base fstree.Tree) ([]Entry, error) {
+	return predict(ctx, o.Manifest, &defaults{tree: layered, baseOnly: o.BaseOnly}, base)
 }
 
 // defaults is what the node's copies are compared with when the image's
@@ -185,10 +186,13 @@ type defaults struct {
 // predict classifies every entry against the base, records the image's
 // state of it when its defaults are given (d), then applies the merge
 // rules that depend on what the node changed.
-func predict(m *manifest.Manifest, d *defaults, base fstree.Tree) ([]Entry, error) {
+func predict(ctx context.Context, m *manifest.Manifest, d *defaults, base fstree.Tree) ([]Entry, error) {
 	out := make([]Entry, 0, len(m.Entries))
 	baseDirs, baseLinks := map[string]bool{}, map[string]string{}
 	for _, me := range m.Entries {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		e, err := classify(me, base)
 		if err == nil && d != nil {
 			e.Image, err = imageState(me, d.tree)

@@ -3,6 +3,7 @@ package revert_test
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -170,7 +171,7 @@ func compareLayers() []testbase.Layer {
 // predict is revert.Predict, failing the test on an error.
 func predict(t *testing.T, m *manifest.Manifest, tree fstree.Tree) []revert.Entry {
 	t.Helper()
-	entries, err := revert.Predict(m, tree)
+	entries, err := revert.Predict(context.Background(), m, tree)
 	if err != nil {
 		t.Fatalf("Predict: %v", err)
 	}
@@ -180,7 +181,7 @@ func predict(t *testing.T, m *manifest.Manifest, tree fstree.Tree) []revert.Entr
 // diff is revert.Diff, failing the test on an error.
 func diff(t *testing.T, m *manifest.Manifest, image, base manifest.ImageRef, tree fstree.Tree) *revert.Report {
 	t.Helper()
-	r, err := revert.Diff(m, image, base, tree)
+	r, err := revert.Diff(context.Background(), m, image, base, tree)
 	if err != nil {
 		t.Fatalf("Diff: %v", err)
 	}

@@ -1,6 +1,7 @@
 package revert
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -47,8 +48,8 @@ const (
 // Diff predicts what a revert from the layered image whose manifest is m
 // to the base, whose tree is tree, does to every owned path (see
 // Predict), and summarises it.
-func Diff(m *manifest.Manifest, image, base manifest.ImageRef, tree fstree.Tree) (*Report, error) {
-	entries, err := Predict(m, tree)
+func Diff(ctx context.Context, m *manifest.Manifest, image, base manifest.ImageRef, tree fstree.Tree) (*Report, error) {
+	entries, err := Predict(ctx, m, tree)
 	if err != nil {
 		return nil, err
 	}
@@ -58,8 +59,8 @@ func Diff(m *manifest.Manifest, image, base manifest.ImageRef, tree fstree.Tree)
 // DiffDerived is Diff for a layered image without an ownership manifest
 // (see PredictDerived): o is what the MachineConfigs own on a node that
 // runs the image, layered the image's tree, tree the base's.
-func DiffDerived(o Ownership, image, base manifest.ImageRef, layered, tree fstree.Tree) (*Report, error) {
-	entries, err := PredictDerived(o, layered, tree)
+func DiffDerived(ctx context.Context, o Ownership, image, base manifest.ImageRef, layered, tree fstree.Tree) (*Report, error) {
+	entries, err := PredictDerived(ctx, o, layered, tree)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package revert_test
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -318,9 +319,9 @@ func (c shapeCase) check(t *testing.T) {
 	var entries []revert.Entry
 	var err error
 	if c.derived {
-		entries, err = revert.PredictDerived(revert.Ownership{Manifest: m}, nodetest.OpenRoot(t, lRoot), bt)
+		entries, err = revert.PredictDerived(context.Background(), revert.Ownership{Manifest: m}, nodetest.OpenRoot(t, lRoot), bt)
 	} else {
-		entries, err = revert.Predict(m, bt)
+		entries, err = revert.Predict(context.Background(), m, bt)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -51,7 +51,7 @@ func run(baseDigest digest.Digest, baseDir, rootDir string, files []string) erro
 		return err
 	}
 	image := manifest.ImageRef{Reference: "rendered", Digest: digest.FromBytes(raw)}
-	report, err := revert.Diff(m, image, manifest.ImageRef{Reference: baseDir, Digest: baseDigest}, base)
+	report, err := revert.Diff(context.Background(), m, image, manifest.ImageRef{Reference: baseDir, Digest: baseDigest}, base)
 	if err != nil {
 		return err
 	}

@@ -69,7 +69,7 @@ func Run(ctx context.Context, o Options) (_ *revert.Report, err error) {
 	if in.derived {
 		return diffDerived(ctx, o, b.ID(), b.Tree())
 	}
-	return revert.Diff(in.m, in.ref, b.ID(), b.Tree())
+	return revert.Diff(ctx, in.m, in.ref, b.ID(), b.Tree())
 }
 
 // diffInputs are what Run compares: the layered image's manifest and
@@ -160,11 +160,11 @@ func diffDerived(ctx context.Context, o Options, base manifest.ImageRef, tree fs
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, l.Close()) }()
-	owned, err := revert.Derive(machineconfig.Merge(mcs), l.Tree(), tree)
+	owned, err := revert.Derive(ctx, machineconfig.Merge(mcs), l.Tree(), tree)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", o.Image, err)
 	}
-	return revert.DiffDerived(owned, l.ID(), base, l.Tree(), tree)
+	return revert.DiffDerived(ctx, owned, l.ID(), base, l.Tree(), tree)
 }
 
 func layeredManifest(ctx context.Context, o Options) (*manifest.Manifest, manifest.ImageRef, error) {

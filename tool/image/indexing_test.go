@@ -158,7 +158,7 @@ func indexForm(t *testing.T, f baseForm, mcs []*machineconfig.MachineConfig, cac
 	if err != nil {
 		t.Fatal(err)
 	}
-	report, err := revert.Diff(p.Manifest, manifest.ImageRef{}, manifest.ImageRef{}, b.Tree())
+	report, err := revert.Diff(context.Background(), p.Manifest, manifest.ImageRef{}, manifest.ImageRef{}, b.Tree())
 	if err != nil {
 		t.Fatal(err)
 	}

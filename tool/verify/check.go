@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"context"
 	"fmt"
 	"path"
 	"regexp"
@@ -57,7 +58,7 @@ func newChecker(in *loaded, b *baseInput, img *imageInput, strict bool) *checker
 
 // run checks everything, in an order where later rules can rely on what
 // earlier ones found (items with errors are pruned before rendering).
-func (c *checker) run() {
+func (c *checker) run(ctx context.Context) {
 	c.refusals()
 	c.specFields()
 	c.kubeconfigMode()
@@ -71,7 +72,7 @@ func (c *checker) run() {
 	}
 	c.render()
 	c.imageRules()
-	c.revert()
+	c.revert(ctx)
 	c.skipByInputs()
 }
 

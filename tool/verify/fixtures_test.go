@@ -61,7 +61,7 @@ func TestWorkerFixtures(t *testing.T) {
 // clobbered.
 func clobbered(t *testing.T, m *manifest.Manifest, b *image.Base) []string {
 	t.Helper()
-	r, err := revert.Diff(m, manifest.ImageRef{}, manifest.ImageRef{}, b.Tree())
+	r, err := revert.Diff(context.Background(), m, manifest.ImageRef{}, manifest.ImageRef{}, b.Tree())
 	if err != nil {
 		t.Fatalf("revert.Diff: %v", err)
 	}

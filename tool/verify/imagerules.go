@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"context"
 	"slices"
 
 	"fmt"
@@ -333,23 +334,23 @@ func sortedKeys[V any](m map[string]V) []string {
 // an image built by others, of those derived from the MachineConfigs
 // against the image's own tree. A prediction that cannot be made skips
 // MCB007 and returns false.
-func (c *checker) predictRevert() ([]revert.Entry, bool) {
+func (c *checker) predictRevert(ctx context.Context) ([]revert.Entry, bool) {
 	var entries []revert.Entry
 	var err error
 	if c.image != nil && c.image.builtByOthers {
-		owned, derr := revert.Derive(c.renderInput(), c.image.tree, c.root)
+		owned, derr := revert.Derive(ctx, c.renderInput(), c.image.tree, c.root)
 		if derr != nil {
 			c.skip(RuleRevertClobber, "the owned paths could not be derived for the image built by others: "+derr.Error())
 			return nil, false
 		}
-		entries, err = revert.PredictDerived(owned, c.image.tree, c.root)
+		entries, err = revert.PredictDerived(ctx, owned, c.image.tree, c.root)
 	} else {
 		m := c.ownedManifest()
 		if m == nil {
 			c.skip(RuleRevertClobber, "the MachineConfigs could not be rendered")
 			return nil, false
 		}
-		entries, err = revert.Predict(m, c.root)
+		entries, err = revert.Predict(ctx, m, c.root)
 	}
 	if err != nil {
 		c.skip(RuleRevertClobber, "the base could not be read: "+err.Error())
@@ -359,11 +360,11 @@ func (c *checker) predictRevert() ([]revert.Entry, bool) {
 }
 
 // revert reports what a revert to the base clobbers (MCB007).
-func (c *checker) revert() {
+func (c *checker) revert(ctx context.Context) {
 	if c.base == nil {
 		return
 	}
-	entries, ok := c.predictRevert()
+	entries, ok := c.predictRevert(ctx)
 	if !ok {
 		return
 	}

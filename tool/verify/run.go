@@ -93,7 +93,10 @@ func Run(ctx context.Context, o Options) (_ *Report, err error) {
 		defer func() { err = errors.Join(err, img.closeImage()) }()
 	}
 	c := newChecker(in, b, img, o.StrictRevert)
-	c.run()
+	c.run(ctx)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	return c.report(o, disabled, severity), nil
 }
 

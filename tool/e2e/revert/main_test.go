@@ -78,7 +78,7 @@ func loadMCs(t *testing.T, files ...string) []*machineconfig.MachineConfig {
 // diff is revert.Diff, failing the test on an error.
 func diff(t *testing.T, m *manifest.Manifest, image, base manifest.ImageRef, tree fstree.Tree) *revert.Report {
 	t.Helper()
-	r, err := revert.Diff(m, image, base, tree)
+	r, err := revert.Diff(context.Background(), m, image, base, tree)
 	if err != nil {
 		t.Fatalf("Diff: %v", err)
 	}
