@@ -37,6 +37,8 @@ type FinalizedReport struct {
 
 // FinalizedOptions say what Finalized does.
 type FinalizedOptions struct {
+	// Sysroot is the ostree sysroot, "/" on a booted node.
+	Sysroot string
 	// Repair writes every owned path still wrong; without it Finalized
 	// only reports them.
 	Repair bool
@@ -53,8 +55,8 @@ type FinalizedOptions struct {
 // returns nil and no error when no revert was prepared from the booted
 // deployment, or when nothing was finalized. It stops, having written
 // nothing, when ctx is done before the repair starts.
-func Finalized(ctx context.Context, sysroot string, o FinalizedOptions) (*FinalizedReport, error) {
-	s, err := OpenSysroot(sysroot)
+func Finalized(ctx context.Context, o FinalizedOptions) (*FinalizedReport, error) {
+	s, err := OpenSysroot(o.Sysroot)
 	if err != nil {
 		return nil, err
 	}
@@ -274,6 +276,14 @@ type BootCheck struct {
 	Awaiting *Deployment `json:"awaiting,omitempty"`
 }
 
+// CheckOptions say where Check runs.
+type CheckOptions struct {
+	// Sysroot is the ostree sysroot, "/" on a booted node.
+	Sysroot string
+	// Now stamps the retired record (time.Now when nil).
+	Now func() time.Time
+}
+
 // Check is the first-boot check of a prepared revert: when the node booted
 // the deployment a revert was prepared for (a record under the
 // stateroot's /var names it as staged), it validates the running system
@@ -283,9 +293,10 @@ type BootCheck struct {
 // boot (the prepared deployment is staged, or the next to boot) it
 // checks nothing and keeps the record: see BootCheck.Awaiting. It only
 // reads and reports: it writes nothing the MachineConfigs own. It returns
-// nil and no error when there is nothing to check.
-func Check(sysroot string, now func() time.Time) (*BootCheck, error) {
-	s, err := OpenSysroot(sysroot)
+// nil and no error when there is nothing to check. It stops before
+// validating when ctx is done.
+func Check(ctx context.Context, o CheckOptions) (*BootCheck, error) {
+	s, err := OpenSysroot(o.Sysroot)
 	if err != nil {
 		return nil, err
 	}
@@ -325,6 +336,9 @@ func Check(sysroot string, now func() time.Time) (*BootCheck, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if b, err := readFileIn(varRoot, path.Join(VarRecordDir, FinalizedFile), MaxRecordFile); err == nil {
 		var fr FinalizedReport
 		if err := json.Unmarshal(b, &fr); err != nil {
@@ -346,7 +360,7 @@ func Check(sysroot string, now func() time.Time) (*BootCheck, error) {
 	if err = errors.Join(err, root.Close()); err != nil {
 		return nil, err
 	}
-	return bc, retire(varRoot, bc, now)
+	return bc, retire(varRoot, bc, o.Now)
 }
 
 // awaiting returns the deployment a record prepared when it is still to

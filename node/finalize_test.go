@@ -35,7 +35,7 @@ func TestCheckBeforeBoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := func() time.Time { return time.Unix(1e9, 0) }
-	bc, err := node.Check(st.Sysroot, now)
+	bc, err := node.Check(context.Background(), node.CheckOptions{Sysroot: st.Sysroot, Now: now})
 	if err != nil {
 		t.Fatalf("Check before the reboot: %v", err)
 	}
@@ -49,7 +49,7 @@ func TestCheckBeforeBoot(t *testing.T) {
 	if err := os.WriteFile(entry, saved, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	bc, err = node.Check(st.Sysroot, now)
+	bc, err = node.Check(context.Background(), node.CheckOptions{Sysroot: st.Sysroot, Now: now})
 	if err != nil {
 		t.Fatalf("Check on B: %v", err)
 	}
@@ -89,7 +89,7 @@ func TestVarRecordSymlinked(t *testing.T) {
 		t.Fatalf("Prepare: %v", err)
 	}
 	// B's entry is the default, as on its first boot.
-	bc, err := node.Check(st.Sysroot, func() time.Time { return time.Unix(1e9, 0) })
+	bc, err := node.Check(context.Background(), node.CheckOptions{Sysroot: st.Sysroot, Now: func() time.Time { return time.Unix(1e9, 0) }})
 	if err != nil {
 		t.Fatalf("Check: %v", err)
 	}

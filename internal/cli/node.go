@@ -211,7 +211,7 @@ when paths are wrong and --repair is not given.`,
 			}
 			// The shutdown safety net runs to its end: a signal does not
 			// skip the repair.
-			rep, err := node.Finalized(context.WithoutCancel(cmd.Context()), sysroot, node.FinalizedOptions{Repair: repair})
+			rep, err := node.Finalized(context.WithoutCancel(cmd.Context()), node.FinalizedOptions{Sysroot: sysroot, Repair: repair})
 			w := cmd.OutOrStdout()
 			if rep == nil {
 				if err == nil {
@@ -267,7 +267,7 @@ only reads and reports. Exit 1 when paths are wrong.`,
 			if err := checkFormat(format); err != nil {
 				return err
 			}
-			bc, err := node.Check(sysroot, time.Now)
+			bc, err := node.Check(cmd.Context(), node.CheckOptions{Sysroot: sysroot, Now: time.Now})
 			w := cmd.OutOrStdout()
 			if err != nil || bc == nil {
 				if err == nil {
