@@ -28,6 +28,7 @@ import (
 
 	"github.com/mcbake/mcbake/internal/testing/ostreetest"
 	"github.com/mcbake/mcbake/internal/testing/ostreevm"
+	"github.com/mcbake/mcbake/internal/testing/schematest"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/node"
@@ -154,6 +155,7 @@ func TestRevertOnBootedNode(t *testing.T) {
 		if !strings.Contains(rep, "/etc/systemd/system/mcbake-kubelet.service") || !strings.Contains(rep, `"restaged": true`) {
 			t.Errorf("the safety net did not repair the re-staged deployment; its report:\n%s\nits log:\n%s", rep, result(res, "finalized.log"))
 		}
+		schematest.Validate(t, "finalized", []byte(rep))
 	})
 
 	t.Run("read-only sysroot with the CI plan", func(t *testing.T) {
