@@ -1,7 +1,9 @@
-// Package atomicdir puts output directories in place atomically: callers
-// build the new tree in a temporary sibling, then Replace swaps it with
-// the destination in one renameat2(RENAME_EXCHANGE) and removes the old
-// tree, so readers see either the old output or the new one, never a mix.
+// Package atomicdir puts output directories in place atomically.
+//
+// Callers build the new tree in a temporary sibling, then Replace swaps
+// it with the destination in one renameat2(RENAME_EXCHANGE) and removes
+// the old tree, so readers see either the old output or the new one,
+// never a mix.
 package atomicdir
 
 import (

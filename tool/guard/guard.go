@@ -1,7 +1,7 @@
-// Package guard is the revert guard that mcbake build bakes into images:
-// a static node binary and the unit that runs it at shutdown.
+// Package guard is the revert guard that mcbake build bakes into images.
 //
-// The unit's ExecStop runs `mcbake-node guard` before ostree finalizes a
+// It is a static node binary and the unit that runs it at shutdown: the
+// unit's ExecStop runs `mcbake-node guard` before ostree finalizes a
 // staged deployment; see docs/node.md, "The revert guard". Its paths are
 // mcbake's own: the ownership manifest records them apart from every
 // MachineConfig's (manifest.Manifest.Own).
