@@ -17,7 +17,6 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -169,25 +168,8 @@ func Tree(binary []byte) []render.Entry {
 // Containerfile (mcbake's own image holds it at ToolImageDir). The tree is
 // made aside and renamed in; dir must be absent, empty, or an earlier
 // guard tree. Owners are root's when chown is set (as root).
-func WriteTree(ctx context.Context, dir string, binary []byte, chown bool) (err error) {
-	if err := atomicdir.CheckReplaceable(dir, "guard tree", "usr"); err != nil {
-		return err
-	}
-	tmpDir, err := atomicdir.MkdirTemp(filepath.Dir(filepath.Clean(dir)), "."+filepath.Base(dir)+".tmp-")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, tmpDir.RemoveAll())
-		}
-		tmpDir.Release()
-	}()
-	if err := render.WriteEntriesContext(ctx, tmpDir.Path, Tree(binary), chown); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmpDir.Path, 0o755); err != nil {
-		return err
-	}
-	return atomicdir.Replace(tmpDir.Path, dir)
+func WriteTree(ctx context.Context, dir string, binary []byte, chown bool) error {
+	return atomicdir.Build(dir, "guard tree", []string{"usr"}, func(tmp string) error {
+		return render.WriteEntriesContext(ctx, tmp, Tree(binary), chown)
+	})
 }
