@@ -8,6 +8,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/mcbake/mcbake/internal/fspath"
 	"github.com/mcbake/mcbake/manifest"
 )
 
@@ -124,7 +125,7 @@ var ErrTooManyLinks = errors.New("too many levels of symbolic links")
 // work is bounded by MaxSymlinks times the length of a target (which
 // trees cap at PATH_MAX).
 func Resolve(root Tree, p string) (string, error) {
-	parts := splitPath(p)
+	parts := fspath.Components(p)
 	if len(parts) == 0 {
 		return "/", nil
 	}
@@ -184,7 +185,7 @@ func (w *walker) walk(c string) error {
 		if strings.HasPrefix(e.Target, "/") {
 			w.cur = "/"
 		}
-		queue = append(splitPath(e.Target), queue...)
+		queue = append(fspath.Components(e.Target), queue...)
 	}
 	return nil
 }
@@ -215,7 +216,7 @@ func Locate(root Tree, p string, dir bool) (string, error) {
 // directory on its own would walk its every parent again: a deep path
 // costs its depth, not its depth squared.
 func ResolveAncestors(root Tree, p string, fn func(dir, resolved string) bool) error {
-	parts := splitPath(p)
+	parts := fspath.Components(p)
 	w := walker{root: root, cur: "/"}
 	dir := ""
 	for i := 0; i < len(parts)-1; i++ {
@@ -232,13 +233,3 @@ func ResolveAncestors(root Tree, p string, fn func(dir, resolved string) bool) e
 	return nil
 }
 
-// splitPath splits p into its components, dropping empty ones and ".".
-func splitPath(p string) []string {
-	var out []string
-	for _, c := range strings.Split(p, "/") {
-		if c != "" && c != "." {
-			out = append(out, c)
-		}
-	}
-	return out
-}
