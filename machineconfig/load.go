@@ -124,7 +124,7 @@ func SkipOtherKinds(err error, skipped func(*FieldError)) error {
 		return nil
 	}
 	var kept []error
-	for _, e := range flatten(err) {
+	for _, e := range Errors(err) {
 		var fe *FieldError
 		if errors.As(e, &fe) && fe.Reason == ReasonOtherKind {
 			if skipped != nil {
