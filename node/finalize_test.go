@@ -88,6 +88,7 @@ func TestCheckBeforeBoot(t *testing.T) {
 	}
 	checked := validateJSON(t, "check", bc)
 	schematest.Invalid(t, "check", checked, "prepared as a string", func(v any) { schematest.Object(v)["prepared"] = "yes" })
+	schematest.Invalid(t, "check", checked, "no schemaVersion", func(v any) { delete(schematest.Object(v), "schemaVersion") })
 	schematest.Invalid(t, "check", checked, "no booted deployment", func(v any) { delete(schematest.Object(v), "booted") })
 	schematest.Invalid(t, "check", checked, "a report without its root", func(v any) { delete(schematest.Object(v, "report"), "root") })
 	kept, err := filepath.Glob(filepath.Join(booted.Var(), node.VarRecordDir, "check-*.json"))

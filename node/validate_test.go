@@ -114,6 +114,7 @@ func TestOnDisk(t *testing.T) {
 	schematest.Validate(t, "ondisk", js.Bytes())
 	schematest.Invalid(t, "ondisk", js.Bytes(), "kinds as a string", func(v any) { schematest.Object(v, "mismatches", 0)["kinds"] = "mode" })
 	schematest.Invalid(t, "ondisk", js.Bytes(), "a mismatch without want", func(v any) { delete(schematest.Object(v, "mismatches", 0), "want") })
+	schematest.Invalid(t, "ondisk", js.Bytes(), "no schemaVersion", func(v any) { delete(schematest.Object(v), "schemaVersion") })
 	var back Report
 	if err := json.Unmarshal(js.Bytes(), &back); err != nil || !cmp.Equal(*rep, back) {
 		t.Errorf("WriteJSON does not round-trip (%v):\n%s", err, js.String())

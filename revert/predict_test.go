@@ -363,6 +363,7 @@ func TestDiffReport(t *testing.T) {
 	schematest.Validate(t, "diff", js.Bytes())
 	schematest.Invalid(t, "diff", js.Bytes(), "an entry without a reason", func(v any) { delete(schematest.Object(v, "entries", 0), "reason") })
 	schematest.Invalid(t, "diff", js.Bytes(), "clobbered as a string", func(v any) { schematest.Object(v, "entries", 0)["clobbered"] = "yes" })
+	schematest.Invalid(t, "diff", js.Bytes(), "no schemaVersion", func(v any) { delete(schematest.Object(v), "schemaVersion") })
 	schematest.Invalid(t, "diff", js.Bytes(), "an unknown outcome counted", func(v any) { schematest.Object(v, "summary", "byOutcome")["gone"] = 1 })
 	var decoded struct {
 		Base, Image revert.ImageRef

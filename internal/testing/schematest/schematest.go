@@ -1,9 +1,11 @@
-// Package schematest checks mcbake's JSON documents against their JSON
-// Schemas in docs/schema, for tests.
+// Package schematest checks JSON documents against docs/schema, for tests.
+//
+// The documents are what mcbake and mcbake-node write; their JSON
+// Schemas (draft 2020-12) are in docs/schema.
 //
 // Each schema is named by its file without .schema.json: manifest, plan,
-// diff, verify-report, ondisk, finalized, check, record, record-file and
-// guard (docs/usage.md, "JSON documents").
+// diff, verify-report, ondisk, rewrite, finalized, check, record,
+// record-file and guard (docs/usage.md, "JSON documents").
 package schematest
 
 import (

@@ -13,7 +13,7 @@ func TestSchemasCompile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"defs", "manifest", "plan", "diff", "verify-report", "ondisk", "finalized", "check", "record", "record-file", "guard"} {
+	for _, name := range []string{"defs", "manifest", "plan", "diff", "verify-report", "ondisk", "rewrite", "finalized", "check", "record", "record-file", "guard"} {
 		if schemas[name] == nil {
 			t.Errorf("no schema %s in %s", name, Dir())
 		}

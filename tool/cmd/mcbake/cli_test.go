@@ -425,6 +425,16 @@ func TestDiffPlanRewriteOnDisk(t *testing.T) {
 	if code, out, _ := e.run(append([]string{"ondisk", "--root", root}, mcs...)...); code != exitFindings {
 		t.Fatalf("ondisk on the bare base: exit %d, want %d\n%s", code, exitFindings, out)
 	}
+	// What it would do, as JSON: the planned paths with what differs.
+	code, out, _ = e.run(append([]string{"rewrite", "--plan", plan, "--root", root, "--dry-run", "--format", "json"}, mcs...)...)
+	if code != 0 {
+		t.Fatalf("rewrite --dry-run --format json on the bare base: exit %d\n%s", code, out)
+	}
+	schematest.Validate(t, "rewrite", []byte(out))
+	action := func(v any) map[string]any { return schematest.Object(v, "actions", 0) }
+	schematest.Invalid(t, "rewrite", []byte(out), "an unknown op", func(v any) { action(v)["op"] = "rewrote" })
+	schematest.Invalid(t, "rewrite", []byte(out), "an action without its path", func(v any) { delete(action(v), "path") })
+	schematest.Invalid(t, "rewrite", []byte(out), "no schemaVersion", func(v any) { delete(schematest.Object(v), "schemaVersion") })
 	if code, out, stderr := e.run(append([]string{"rewrite", "--plan", plan, "--root", root}, mcs...)...); code != 0 || !strings.Contains(out, "rewrote") {
 		t.Fatalf("rewrite: exit %d\n%s%s", code, out, stderr)
 	}
@@ -449,6 +459,7 @@ func TestDiffPlanRewriteOnDisk(t *testing.T) {
 		}
 	}
 	checkVersioned(t, "rewrite --format json", out)
+	schematest.Validate(t, "rewrite", []byte(out))
 	code, out, _ = e.run(append([]string{"ondisk", "--root", root, "--format", "json"}, mcs...)...)
 	schematest.Validate(t, "ondisk", []byte(out))
 	var od struct {
