@@ -30,7 +30,7 @@ func TestSchema(t *testing.T) {
 			{Path: "/var/lib/x", ResolvedPath: "/usr/lib/x", Type: manifest.Hardlink, Mode: 0o644, UID: 1000, GID: 1000, Target: "/etc/a.conf", Source: src},
 		},
 		Units: []manifest.Unit{{Name: "a.service", Enablement: "disabled", Source: manifest.Source{MachineConfig: "99-worker", Field: "spec.config.systemd.units[0]"}}},
-		Own:   []manifest.Entry{{Path: "/usr/libexec/mcbake-node", Type: manifest.File, Mode: 0o755, Digest: content, Source: manifest.Source{MachineConfig: "mcbake", Field: "guard"}}},
+		Own:   []manifest.Entry{{Path: "/usr/libexec/mcbake-node", Type: manifest.File, Mode: 0o755, Digest: content, Source: manifest.Source{Field: "mcbake revert guard"}}},
 	}
 	b, err := manifest.Marshal(m)
 	if err != nil {
