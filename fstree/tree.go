@@ -1,5 +1,7 @@
-// Package fstree is the filesystem tree interface rendering, prediction
-// and the node read: a directory on disk or a base image's index.
+// Package fstree is the filesystem tree that rendering, prediction and the node read.
+//
+// A Tree is a directory on disk (Dir) or a base image's index; Resolve and
+// Locate find where a path lands in it through its own symlinks.
 package fstree
 
 import (
@@ -232,4 +234,3 @@ func ResolveAncestors(root Tree, p string, fn func(dir, resolved string) bool) e
 	}
 	return nil
 }
-
