@@ -1,5 +1,7 @@
-// Package fstree is the filesystem tree interface rendering, prediction
-// and the node read: a directory on disk or a base image's index.
+// Package fstree is the filesystem tree that rendering, prediction and the node read.
+//
+// A Tree is a directory on disk (Dir) or a base image's index; Resolve and
+// Locate find where a path lands in it through its own symlinks.
 package fstree
 
 import (
@@ -8,6 +10,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/mcbake/mcbake/internal/fspath"
 	"github.com/mcbake/mcbake/manifest"
 )
 
@@ -124,7 +127,7 @@ var ErrTooManyLinks = errors.New("too many levels of symbolic links")
 // work is bounded by MaxSymlinks times the length of a target (which
 // trees cap at PATH_MAX).
 func Resolve(root Tree, p string) (string, error) {
-	parts := splitPath(p)
+	parts := fspath.Components(p)
 	if len(parts) == 0 {
 		return "/", nil
 	}
@@ -184,7 +187,7 @@ func (w *walker) walk(c string) error {
 		if strings.HasPrefix(e.Target, "/") {
 			w.cur = "/"
 		}
-		queue = append(splitPath(e.Target), queue...)
+		queue = append(fspath.Components(e.Target), queue...)
 	}
 	return nil
 }
@@ -215,7 +218,7 @@ func Locate(root Tree, p string, dir bool) (string, error) {
 // directory on its own would walk its every parent again: a deep path
 // costs its depth, not its depth squared.
 func ResolveAncestors(root Tree, p string, fn func(dir, resolved string) bool) error {
-	parts := splitPath(p)
+	parts := fspath.Components(p)
 	w := walker{root: root, cur: "/"}
 	dir := ""
 	for i := 0; i < len(parts)-1; i++ {
@@ -230,15 +233,4 @@ func ResolveAncestors(root Tree, p string, fn func(dir, resolved string) bool) e
 		}
 	}
 	return nil
-}
-
-// splitPath splits p into its components, dropping empty ones and ".".
-func splitPath(p string) []string {
-	var out []string
-	for _, c := range strings.Split(p, "/") {
-		if c != "" && c != "." {
-			out = append(out, c)
-		}
-	}
-	return out
 }

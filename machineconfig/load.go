@@ -1,9 +1,11 @@
-// Package machineconfig reads MachineConfigs (YAML or JSON; single objects,
-// Lists and multi-document streams; Butane configs of the openshift
-// variant; files, directories or stdin), parses their Ignition configs
-// (spec 3.0 to 3.5, and spec 2 converted as the MCO does), refuses what the
-// machine-config-daemon cannot apply, and merges several MachineConfigs the
-// way the Machine Config Operator does.
+// Package machineconfig reads, checks and merges MachineConfigs as the MCO does.
+//
+// It reads YAML or JSON (single objects, Lists and multi-document
+// streams; Butane configs of the openshift variant; files, directories or
+// stdin), parses their Ignition configs (spec 3.0 to 3.5, and spec 2
+// converted as the MCO does), refuses what the machine-config-daemon
+// cannot apply, and merges several MachineConfigs the way the Machine
+// Config Operator does.
 //
 // Every problem is reported as a *FieldError that names the file, the
 // MachineConfig and the JSON path of the field at fault; Load reports all
@@ -122,7 +124,7 @@ func SkipOtherKinds(err error, skipped func(*FieldError)) error {
 		return nil
 	}
 	var kept []error
-	for _, e := range flatten(err) {
+	for _, e := range Errors(err) {
 		var fe *FieldError
 		if errors.As(e, &fe) && fe.Reason == ReasonOtherKind {
 			if skipped != nil {

@@ -645,21 +645,14 @@ func TestParseDigest(t *testing.T) {
 
 // fieldErrors returns every *FieldError in err's tree, in order.
 func fieldErrors(err error) []FieldError {
-	if err == nil {
-		return nil
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []FieldError
-		for _, e := range j.Unwrap() {
-			out = append(out, fieldErrors(e)...)
+	var out []FieldError
+	for _, e := range Errors(err) {
+		var fe *FieldError
+		if errors.As(e, &fe) {
+			out = append(out, *fe)
 		}
-		return out
 	}
-	var fe *FieldError
-	if errors.As(err, &fe) {
-		return []FieldError{*fe}
-	}
-	return nil
+	return out
 }
 
 // TestIgnitionErrorsNameUnits: ignition reports units by index; mcbake

@@ -210,13 +210,13 @@ func refusalsUnvalidated(raw json.RawMessage, err error) error {
 		return nil
 	}
 	named := map[string]bool{}
-	for _, e := range flatten(err) {
+	for _, e := range Errors(err) {
 		if fe := (*FieldError)(nil); errors.As(e, &fe) {
 			named[fe.Field] = true
 		}
 	}
 	var out []error
-	for _, e := range flatten(Refusals(cfg)) {
+	for _, e := range Errors(Refusals(cfg)) {
 		if fe := (*FieldError)(nil); !errors.As(e, &fe) || !named[fe.Field] {
 			out = append(out, e)
 		}
@@ -567,7 +567,7 @@ func ignitionField(p []interface{}, units unitNameIndex) string {
 // err (a single error or a tree of errors.Join), maps its field to the
 // config as written (see parseIgnition), and returns them joined flat.
 func withContext(err error, file, name string, fields map[string]string) error {
-	errs := flatten(err)
+	errs := Errors(err)
 	for _, e := range errs {
 		var fe *FieldError
 		if errors.As(e, &fe) {
@@ -577,8 +577,10 @@ func withContext(err error, file, name string, fields map[string]string) error {
 	return errors.Join(errs...)
 }
 
-// flatten lists the leaves of an errors.Join tree.
-func flatten(err error) []error {
+// Errors lists the problems err joins: the leaves of its errors.Join
+// tree, each FieldError on its own, as Load, Parse, CheckMerge and
+// rendering report them. A nil err has none.
+func Errors(err error) []error {
 	if err == nil {
 		return nil
 	}
@@ -588,7 +590,7 @@ func flatten(err error) []error {
 	}
 	var out []error
 	for _, e := range j.Unwrap() {
-		out = append(out, flatten(e)...)
+		out = append(out, Errors(e)...)
 	}
 	return out
 }

@@ -1,7 +1,11 @@
-// Package manifest defines mcbake's ownership manifest: the JSON record of
-// every path a build owns, with its type, mode, owners, content digest or
-// link target, the MachineConfig field that put it there and, once a base
-// image is known, the base's state of that path.
+// Package manifest defines the ownership manifest, the record of owned paths.
+//
+// The manifest is the JSON record of every path a build owns, with its
+// type, mode, owners, content digest or link target, the MachineConfig
+// field that put it there and, once a base image is known, the base's
+// state of that path. It is the contract between a build and the node
+// side across versions; docs/schema/manifest.schema.json is its JSON
+// Schema.
 //
 // The encoding is byte-for-byte deterministic: entries are sorted by path
 // and Marshal always produces the same bytes for the same manifest.

@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -13,8 +14,33 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mcbake/mcbake/internal/testing/schematest"
 	"github.com/mcbake/mcbake/node"
 )
+
+// validateJSON checks v, encoded as the node's --format json encodes it,
+// against the schema called name, and returns the encoding.
+func validateJSON(t *testing.T, name string, v any) []byte {
+	t.Helper()
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	schematest.Validate(t, name, b)
+	return b
+}
+
+// validateFile checks the JSON document in file against the schema
+// called name, and returns it.
+func validateFile(t *testing.T, name, file string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schematest.Validate(t, name, b)
+	return b
+}
 
 // TestCheckBeforeBoot: a first-boot check run before the prepared
 // deployment boots (staged, the node still on L) checks nothing and keeps
@@ -42,6 +68,7 @@ func TestCheckBeforeBoot(t *testing.T) {
 	if bc == nil || bc.Awaiting == nil || bc.Awaiting.Dir != staged.Dir || bc.Report != nil || bc.Prepared {
 		t.Fatalf("Check before the reboot = %+v, want the staged deployment awaited and nothing checked", bc)
 	}
+	validateJSON(t, "check", bc)
 	if _, err := os.Stat(record); err != nil {
 		t.Fatalf("Check before the reboot retired the record: %v", err)
 	}
@@ -59,6 +86,16 @@ func TestCheckBeforeBoot(t *testing.T) {
 	if bc.SchemaVersion != node.BootCheckSchemaVersion || bc.Report.SchemaVersion != node.ReportSchemaVersion {
 		t.Errorf("Check on B: schemaVersion %d, report's %d; want %d and %d", bc.SchemaVersion, bc.Report.SchemaVersion, node.BootCheckSchemaVersion, node.ReportSchemaVersion)
 	}
+	checked := validateJSON(t, "check", bc)
+	schematest.Invalid(t, "check", checked, "prepared as a string", func(v any) { schematest.Object(v)["prepared"] = "yes" })
+	schematest.Invalid(t, "check", checked, "no schemaVersion", func(v any) { delete(schematest.Object(v), "schemaVersion") })
+	schematest.Invalid(t, "check", checked, "no booted deployment", func(v any) { delete(schematest.Object(v), "booted") })
+	schematest.Invalid(t, "check", checked, "a report without its root", func(v any) { delete(schematest.Object(v, "report"), "root") })
+	kept, err := filepath.Glob(filepath.Join(booted.Var(), node.VarRecordDir, "check-*.json"))
+	if err != nil || len(kept) != 1 {
+		t.Fatalf("the first-boot check's reports under /var: %v (%v), want one", kept, err)
+	}
+	validateFile(t, "check", kept[0])
 	if _, err := os.Stat(record); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Check on B kept the record (%v), want it retired", err)
 	}

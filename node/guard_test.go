@@ -18,6 +18,7 @@ import (
 	"github.com/mcbake/mcbake/internal/testing/nodetest"
 	"github.com/mcbake/mcbake/internal/testing/ostreetest"
 	"github.com/mcbake/mcbake/internal/testing/roottest"
+	"github.com/mcbake/mcbake/internal/testing/schematest"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/node"
 )
@@ -72,6 +73,9 @@ func readGuardReport(t *testing.T, booted *node.Deployment) *node.GuardReport {
 	if err != nil {
 		t.Fatalf("the guard's report: %v", err)
 	}
+	schematest.Validate(t, "guard", b)
+	schematest.Invalid(t, "guard", b, "written as a string", func(v any) { schematest.Object(v)["written"] = "1" })
+	schematest.Invalid(t, "guard", b, "no action", func(v any) { delete(schematest.Object(v), "action") })
 	var rep node.GuardReport
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("the guard's report: %v\n%s", err, b)

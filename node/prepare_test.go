@@ -19,6 +19,7 @@ import (
 	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/internal/testing/ostreetest"
 	"github.com/mcbake/mcbake/internal/testing/roottest"
+	"github.com/mcbake/mcbake/internal/testing/schematest"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/node"
@@ -344,6 +345,12 @@ func TestPrepare(t *testing.T) {
 	if w := again.Written(); len(w) != 0 {
 		t.Errorf("second Prepare wrote %v, want nothing", paths(w))
 	}
+	recJSON := validateJSON(t, "record", again)
+	schematest.Invalid(t, "record", recJSON, "no staged deployment", func(v any) { delete(schematest.Object(v), "staged") })
+	schematest.Invalid(t, "record", recJSON, "an unknown op", func(v any) { schematest.Object(v, "changes", 0)["op"] = "wrote" })
+	schematest.Invalid(t, "record", recJSON, "a serial as a string", func(v any) { schematest.Object(v, "booted")["serial"] = "0" })
+	validateFile(t, "record-file", filepath.Join(staged.Dir, node.RecordDir, node.RecordFile))
+	validateFile(t, "record-file", filepath.Join(staged.Var(), node.VarRecordDir, node.RecordFile))
 	records, err := node.ReadRecords(filepath.Join(staged.Dir, node.RecordDir, node.RecordFile))
 	if err != nil || len(records) != 1 {
 		t.Fatalf("records = %d, %v; want 1, the last run's", len(records), err)
@@ -588,6 +595,8 @@ func TestPrepareRecordBounded(t *testing.T) {
 	if err != nil || len(records) != 1 || len(records[0].Changes) == 0 {
 		t.Fatalf("the staged deployment's records = %d, %v; want 1, with its changes", len(records), err)
 	}
+	stored := validateFile(t, "record-file", filepath.Join(varDir, node.RecordFile))
+	schematest.Invalid(t, "record-file", stored, "a record without its time", func(v any) { delete(schematest.Object(v, 0), "time") })
 	history, err := node.ReadRecords(filepath.Join(varDir, node.RecordFile))
 	if err != nil || len(history) != node.MaxHistory {
 		t.Fatalf("the records under /var = %d, %v; want %d", len(history), err, node.MaxHistory)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/mcbake/mcbake/internal/testing/schematest"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/render"
 )
@@ -111,6 +112,10 @@ func TestOnDisk(t *testing.T) {
 	if err := rep.WriteJSON(&js); err != nil {
 		t.Fatal(err)
 	}
+	schematest.Validate(t, "ondisk", js.Bytes())
+	schematest.Invalid(t, "ondisk", js.Bytes(), "kinds as a string", func(v any) { schematest.Object(v, "mismatches", 0)["kinds"] = "mode" })
+	schematest.Invalid(t, "ondisk", js.Bytes(), "a mismatch without want", func(v any) { delete(schematest.Object(v, "mismatches", 0), "want") })
+	schematest.Invalid(t, "ondisk", js.Bytes(), "no schemaVersion", func(v any) { delete(schematest.Object(v), "schemaVersion") })
 	var back Report
 	if err := json.Unmarshal(js.Bytes(), &back); err != nil || !cmp.Equal(*rep, back) {
 		t.Errorf("WriteJSON does not round-trip (%v):\n%s", err, js.String())

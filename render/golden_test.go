@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/mcbake/mcbake/fstree"
+	"github.com/mcbake/mcbake/internal/testing/schematest"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
 )
@@ -59,6 +60,7 @@ func renderManifest(t testing.TB, mcs []*machineconfig.MachineConfig, root fstre
 	if err != nil {
 		t.Fatalf("manifest.Marshal() = %v", err)
 	}
+	schematest.Validate(t, "manifest", b)
 	return res, m, b
 }
 

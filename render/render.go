@@ -1,11 +1,12 @@
-// Package render turns merged MachineConfigs into the exact filesystem
-// entries the machine-config-daemon would write on a node: files,
-// directories, links, systemd units, drop-ins, masks, enablement symlinks,
-// core's SSH keys and the stored current config, each with the
-// MachineConfig field it came from. It reads nothing but the MachineConfigs
-// and a fstree.Tree (a directory or a base image index) where owner names,
-// presets and base unit files are looked up and parent symlinks are
-// followed.
+// Package render computes what the machine-config-daemon writes for MachineConfigs.
+//
+// It turns merged MachineConfigs into the exact filesystem entries the
+// daemon would write on a node: files, directories, links, systemd
+// units, drop-ins, masks, enablement symlinks, core's SSH keys and the
+// stored current config, each with the MachineConfig field it came from.
+// It reads nothing but the MachineConfigs and a fstree.Tree (a directory
+// or a base image index) where owner names, presets and base unit files
+// are looked up and parent symlinks are followed.
 package render
 
 import (

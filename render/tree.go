@@ -33,36 +33,17 @@ type WriteOptions struct {
 // Absent entries and hard links whose target is not a rendered file are
 // recorded in the manifest only. It stops, leaving nothing behind, when
 // ctx is done.
-func WriteTree(ctx context.Context, dir string, res *Result, m *manifest.Manifest, o WriteOptions) (err error) {
-	if err := atomicdir.CheckReplaceable(dir, "render output", "rootfs", "manifest.json"); err != nil {
-		return err
-	}
-	parent := filepath.Dir(filepath.Clean(dir))
-	tmpDir, err := atomicdir.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp-")
-	if err != nil {
-		return err
-	}
-	tmp := tmpDir.Path
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, tmpDir.RemoveAll())
+func WriteTree(ctx context.Context, dir string, res *Result, m *manifest.Manifest, o WriteOptions) error {
+	return atomicdir.Build(dir, "render output", []string{"rootfs", "manifest.json"}, func(tmp string) error {
+		if err := WriteEntries(ctx, filepath.Join(tmp, "rootfs"), res.Entries, o); err != nil {
+			return err
 		}
-		tmpDir.Release()
-	}()
-	if err := WriteEntries(ctx, filepath.Join(tmp, "rootfs"), res.Entries, o); err != nil {
-		return err
-	}
-	b, err := manifest.Marshal(m)
-	if err != nil {
-		return err
-	}
-	if err := writeNew(filepath.Join(tmp, "manifest.json"), b, 0o644); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return err
-	}
-	return atomicdir.Replace(tmp, dir)
+		b, err := manifest.Marshal(m)
+		if err != nil {
+			return err
+		}
+		return writeNew(filepath.Join(tmp, "manifest.json"), b, 0o644)
+	})
 }
 
 // WriteEntries writes entries into the directory rootfs (created 0755

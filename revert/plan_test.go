@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/mcbake/mcbake/internal/testing/schematest"
 	"github.com/mcbake/mcbake/internal/testing/testbase"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/revert"
@@ -57,6 +58,12 @@ func TestNewPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	schematest.Validate(t, "plan", b2)
+	rewrite := func(v any) map[string]any { return schematest.Object(v, "rewrite", 0) }
+	schematest.Invalid(t, "plan", b2, "a gid as a string", func(v any) { rewrite(v)["gid"] = "0" })
+	schematest.Invalid(t, "plan", b2, "a file without a digest", func(v any) { delete(rewrite(v), "digest") })
+	schematest.Invalid(t, "plan", b2, "an image without a digest", func(v any) { delete(schematest.Object(v, "image"), "digest") })
+	schematest.Invalid(t, "plan", b2, "an entry that is not clobbered", func(v any) { rewrite(v)["outcome"] = "kept" })
 	file := filepath.Join(t.TempDir(), "plan.json")
 	if err := os.WriteFile(file, b2, 0o644); err != nil {
 		t.Fatal(err)

@@ -1,12 +1,14 @@
-// Package revert predicts what ostree does to a layered image's owned
-// paths when a node reverts from that image to a base image: Predict and
-// Diff apply ostree's three-way /etc merge rules (docs/design.md, "ostree's
-// /etc merge") to an ownership manifest and a view of the base's tree;
-// PredictDerived and DiffDerived do the same for an image that carries no
-// manifest (docs/design.md, "Images built by others"), comparing what the
-// machine-config-daemon writes with the image's own defaults; NewPlan
-// turns the prediction into the revert plan, the list of paths a node must
-// rewrite after the rebase, and ReadPlan reads one back.
+// Package revert predicts what a revert to the base image does to owned paths.
+//
+// A node that reverts from a layered image to its base goes through
+// ostree's three-way /etc merge: Predict and Diff apply its rules
+// (docs/design.md, "ostree's /etc merge") to an ownership manifest and a
+// view of the base's tree; PredictDerived and DiffDerived do the same for
+// an image that carries no manifest (docs/design.md, "Images built by
+// others"), comparing what the machine-config-daemon writes with the
+// image's own defaults; NewPlan turns the prediction into the revert
+// plan, the list of paths a node must rewrite after the rebase, and
+// ReadPlan reads one back.
 //
 // The package is pure: it reads nothing but the manifest and the
 // fstree.Tree trees it is given (a base image's index, a directory on

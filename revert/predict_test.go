@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/opencontainers/go-digest"
 
+	"github.com/mcbake/mcbake/internal/testing/schematest"
 	"github.com/mcbake/mcbake/internal/testing/testbase"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/render"
@@ -360,6 +361,11 @@ func TestDiffReport(t *testing.T) {
 	if err := r.WriteJSON(&js); err != nil {
 		t.Fatal(err)
 	}
+	schematest.Validate(t, "diff", js.Bytes())
+	schematest.Invalid(t, "diff", js.Bytes(), "an entry without a reason", func(v any) { delete(schematest.Object(v, "entries", 0), "reason") })
+	schematest.Invalid(t, "diff", js.Bytes(), "clobbered as a string", func(v any) { schematest.Object(v, "entries", 0)["clobbered"] = "yes" })
+	schematest.Invalid(t, "diff", js.Bytes(), "no schemaVersion", func(v any) { delete(schematest.Object(v), "schemaVersion") })
+	schematest.Invalid(t, "diff", js.Bytes(), "an unknown outcome counted", func(v any) { schematest.Object(v, "summary", "byOutcome")["gone"] = 1 })
 	var decoded struct {
 		Base, Image manifest.ImageRef
 		Entries     []struct {

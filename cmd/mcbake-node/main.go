@@ -1,7 +1,8 @@
-// Command mcbake-node is mcbake's node side as a static binary (built with
-// CGO_ENABLED=0, so it runs on every RHCOS, RHEL 8 based ones with glibc
-// 2.28 included): prepare-revert, finalized and check around a revert to
-// the base image, and rewrite and ondisk. It links nothing from
+// Command mcbake-node is mcbake's node side as a static binary.
+//
+// Built with CGO_ENABLED=0, it runs on every RHCOS (RHEL 8 based ones
+// with glibc 2.28 included): prepare-revert, finalized and check around a
+// revert to the base image, and rewrite and ondisk. It links nothing from
 // containers/*. See docs/node.md.
 package main
 

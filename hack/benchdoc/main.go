@@ -1,5 +1,6 @@
-// Command benchdoc puts the report `make bench` printed into
-// docs/benchmarks.md, between its begin and end markers.
+// Command benchdoc puts make bench's report into docs/benchmarks.md.
+//
+// The report goes between the document's begin and end markers:
 //
 //	go run ./hack/benchdoc docs/benchmarks.md _bench/report.txt
 //

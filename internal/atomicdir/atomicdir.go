@@ -1,7 +1,9 @@
-// Package atomicdir puts output directories in place atomically: callers
-// build the new tree in a temporary sibling, then Replace swaps it with
-// the destination in one renameat2(RENAME_EXCHANGE) and removes the old
-// tree, so readers see either the old output or the new one, never a mix.
+// Package atomicdir puts output directories in place atomically.
+//
+// Callers build the new tree in a temporary sibling, then Replace swaps
+// it with the destination in one renameat2(RENAME_EXCHANGE) and removes
+// the old tree, so readers see either the old output or the new one,
+// never a mix.
 package atomicdir
 
 import (
@@ -40,6 +42,35 @@ func Exchange(a, b string) error {
 		return errors.Join(err, os.Rename(aside, b))
 	}
 	return os.Rename(aside, a)
+}
+
+// Build makes dir anew, as what (a name for the output in errors): fill
+// writes the new tree into an empty temporary sibling of dir (locked
+// while this process lives, see MkdirTemp), which is then made 0755 and
+// swapped in with Replace. dir must be absent, empty, or hold only the
+// given names (CheckReplaceable): Build never replaces anything else. On
+// any error the sibling is removed and an earlier dir is kept.
+func Build(dir, what string, names []string, fill func(tmp string) error) (err error) {
+	if err := CheckReplaceable(dir, what, names...); err != nil {
+		return err
+	}
+	tmp, err := MkdirTemp(filepath.Dir(filepath.Clean(dir)), "."+filepath.Base(dir)+".tmp-")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, tmp.RemoveAll())
+		}
+		tmp.Release()
+	}()
+	if err := fill(tmp.Path); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Path, 0o755); err != nil {
+		return err
+	}
+	return Replace(tmp.Path, dir)
 }
 
 // Replace moves the directory tmp to dir: a plain rename when dir does not

@@ -1,15 +1,16 @@
-// Package baseindex indexes a base OS image's final filesystem metadata
-// without extracting it, and merges the layers by the OCI whiteout rules
-// into an Index of every path's type, mode, owner, size, symlink target
-// and content digest (docs/design.md, "Indexing a base"). A layer is read
-// from the cheapest source that vouches for it: a zstd:chunked or eStargz
-// table of contents (Layer.TOC), a containers-storage tar-split and
-// unpacked files (Layer.Unpacked), or else its blob, streamed once,
-// digest-checked and decompressed (gzip, zstd or none). It keeps the
-// content of the few files rendering needs (passwd, group, systemd
-// presets and units), resolves paths through the image's own symlinks,
-// and caches each layer's entries and the merged view of the whole chain
-// on disk, so that a second build is one read.
+// Package baseindex indexes a base OS image's filesystem without extracting it.
+//
+// It merges the layers by the OCI whiteout rules into an Index of every
+// path's type, mode, owner, size, symlink target and content digest
+// (docs/design.md, "Indexing a base"). A layer is read from the cheapest
+// source that vouches for it: a zstd:chunked or eStargz table of contents
+// (Layer.TOC), a containers-storage tar-split and unpacked files
+// (Layer.Unpacked), or else its blob, streamed once, digest-checked and
+// decompressed (gzip, zstd or none). It keeps the content of the few
+// files rendering needs (passwd, group, systemd presets and units),
+// resolves paths through the image's own symlinks, and caches each
+// layer's entries and the merged view of the whole chain on disk, so
+// that a second build is one read.
 package baseindex
 
 import (

@@ -1,6 +1,8 @@
-// Package cli is what mcbake's commands share: exit codes, running a
-// cobra root command with one error line per problem, and the node
-// commands, which both the mcbake and the static mcbake-node binary have.
+// Package cli holds what mcbake's two command-line programs share.
+//
+// That is the exit codes, running a cobra root command with one error
+// line per problem, and the node commands, which both the mcbake and the
+// static mcbake-node binary have.
 package cli
 
 import (

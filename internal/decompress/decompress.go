@@ -1,6 +1,8 @@
-// Package decompress opens layer blobs: it detects gzip, zstd or a plain
-// tar stream by magic bytes (which win over any media type) and refuses
-// xz and bzip2, which OCI layers do not use.
+// Package decompress opens layer blobs whatever their compression.
+//
+// It detects gzip, zstd or a plain tar stream by magic bytes (which win
+// over any media type) and refuses xz and bzip2, which OCI layers do not
+// use.
 package decompress
 
 import (

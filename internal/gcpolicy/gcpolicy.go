@@ -1,9 +1,9 @@
-// Package gcpolicy is the one place that changes the garbage collector's
-// settings (docs/design.md, Memory and The warm path), so that its two
-// policies compose: a command defers its first collection (Defer), and a
-// large base index tightens collections while it lives (Hold). Neither
-// changes anything when the environment sets GOGC (or, for Defer,
-// GOMEMLIMIT).
+// Package gcpolicy is the one place that tunes the garbage collector.
+//
+// Its two policies compose (docs/design.md, Memory and The warm path): a
+// command defers its first collection (Defer), and a large base index
+// tightens collections while it lives (Hold). Neither changes anything
+// when the environment sets GOGC (or, for Defer, GOMEMLIMIT).
 package gcpolicy
 
 import (

@@ -1,11 +1,12 @@
-// Package ocilayout writes the pieces of OCI image layouts the test
-// harnesses make by hand (internal/testing/ostreevm packs a booted system's tree,
-// internal/testing/ignitiontest appends the layer of what ignition-apply changed,
-// internal/testing/ostreetest re-encodes layers for ostree): gzip layer blobs with
-// their diff IDs, JSON blobs, and the JSON files of a layout. It uses the
-// standard library only, so that those harnesses stay free of the image
-// libraries mcbake's own image code uses: the layouts they write are
-// independent inputs for that code.
+// Package ocilayout writes the OCI layout pieces test harnesses make by hand.
+//
+// Those are gzip layer blobs with their diff IDs, JSON blobs, and the JSON
+// files of a layout (internal/testing/ostreevm packs a booted system's
+// tree, internal/testing/ignitiontest appends the layer of what
+// ignition-apply changed, internal/testing/ostreetest re-encodes layers for
+// ostree). It uses the standard library only, so that those harnesses stay
+// free of the image libraries mcbake's own image code uses: the layouts
+// they write are independent inputs for that code.
 package ocilayout
 
 import (

@@ -1,5 +1,7 @@
-// Package readall reads a whole stream whose size is known in advance
-// without regrowing the buffer.
+// Package readall reads a whole stream of known size in one buffer.
+//
+// The buffer is allocated once, from the size given in advance, and
+// never regrown.
 package readall
 
 import "io"

@@ -1,8 +1,9 @@
-// Package systemctl is systemd 252's unit file installation — what
-// `systemctl enable`, `disable`, `preset`, `is-enabled` and
-// `list-unit-files` do to a tree — in pure Go, on an FS (a base tree with
-// changes on top), so that a rendering makes exactly the links systemd
-// would (docs/design.md, "What the machine-config-daemon writes").
+// Package systemctl is systemd 252's unit file installation in pure Go.
+//
+// It does what `systemctl enable`, `disable`, `preset`, `is-enabled` and
+// `list-unit-files` do to a tree, on an FS (a base tree with changes on
+// top), so that a rendering makes exactly the links systemd would
+// (docs/design.md, "What the machine-config-daemon writes").
 //
 // It is a port of systemd 252's unit installation code and the helpers it
 // uses (unit names, specifiers, the [Install] parser, preset files; each

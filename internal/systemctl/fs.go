@@ -4,6 +4,8 @@ import (
 	"path"
 	"sort"
 	"strings"
+
+	"github.com/mcbake/mcbake/internal/fspath"
 )
 
 // Kind is the type of a node in a tree.
@@ -107,23 +109,13 @@ func (f *FS) get(p string, parent *node) *node {
 	return n
 }
 
-func splitPath(p string) []string {
-	var out []string
-	for _, c := range strings.Split(p, "/") {
-		if c != "" && c != "." {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
 // walk resolves p. Every symlink is followed except a final one when
 // nofollow is set. A missing final component is returned with a nil node
 // and its parent; a missing component before it is -ENOENT unless
 // nonexistent is set (then the rest is appended as it is, as
 // chase_symlinks' CHASE_NONEXISTENT does, provided it has no "..").
 func (f *FS) walk(p string, nofollow, nonexistent bool) (real string, n, parent *node, errno int) {
-	todo := splitPath(p)
+	todo := fspath.Components(p)
 	stack := []*node{f.nodes["/"]}
 	// paths[i] is the path of stack[i+1]: the components walked so far.
 	var paths []string
@@ -166,7 +158,7 @@ func (f *FS) walk(p string, nofollow, nonexistent bool) (real string, n, parent 
 			if strings.HasPrefix(nd.Target, "/") {
 				paths, stack = paths[:0], stack[:1]
 			}
-			todo = append(splitPath(nd.Target), todo...)
+			todo = append(fspath.Components(nd.Target), todo...)
 			// splitPath drops "." but keeps "..", as the kernel does.
 			continue
 		}

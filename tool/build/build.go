@@ -1,9 +1,10 @@
-// Package build bakes MachineConfigs into a layered OS image: it indexes
-// the base image (streaming its layers once, or reading the cached index),
-// renders the MachineConfigs against it, records the ownership manifest
-// with the base's state of every owned path, and appends one reproducible
-// layer carrying the rendered files and the manifest. The base's layers
-// are reused as they are.
+// Package build bakes MachineConfigs into a layered OS image.
+//
+// It indexes the base image (streaming its layers once, or reading the
+// cached index), renders the MachineConfigs against it, records the
+// ownership manifest with the base's state of every owned path, and
+// appends one reproducible layer carrying the rendered files and the
+// manifest. The base's layers are reused as they are.
 package build
 
 import (

@@ -57,24 +57,10 @@ func WriteContext(dir string, p *Prepared, appendFile string) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := atomicdir.CheckReplaceable(dir, "build context", ContextContainerfile, ContextRootfs, ContextManifest, ContextChown); err != nil {
-		return err
-	}
-	tmpDir, err := atomicdir.MkdirTemp(filepath.Dir(filepath.Clean(dir)), "."+filepath.Base(dir)+".tmp-")
-	if err != nil {
-		return err
-	}
-	tmp := tmpDir.Path
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, tmpDir.RemoveAll())
-		}
-		tmpDir.Release()
-	}()
-	if err := writeContextFiles(tmp, p, plan, data); err != nil {
-		return err
-	}
-	return atomicdir.Replace(tmp, dir)
+	names := []string{ContextContainerfile, ContextRootfs, ContextManifest, ContextChown}
+	return atomicdir.Build(dir, "build context", names, func(tmp string) error {
+		return writeContextFiles(tmp, p, plan, data)
+	})
 }
 
 func readAppend(file string) (string, error) {
@@ -338,5 +324,5 @@ func writeContextFiles(dir string, p *Prepared, plan *contextPlan, data *templat
 		return err
 	}
 	err = templates.Execute(f, templates.Containerfile, data)
-	return errors.Join(err, f.Close(), os.Chmod(dir, 0o755))
+	return errors.Join(err, f.Close())
 }

@@ -1,7 +1,7 @@
-// Package guard is the revert guard that mcbake build bakes into images:
-// a static node binary and the unit that runs it at shutdown.
+// Package guard is the revert guard that mcbake build bakes into images.
 //
-// The unit's ExecStop runs `mcbake-node guard` before ostree finalizes a
+// It is a static node binary and the unit that runs it at shutdown: the
+// unit's ExecStop runs `mcbake-node guard` before ostree finalizes a
 // staged deployment; see docs/node.md, "The revert guard". Its paths are
 // mcbake's own: the ownership manifest records them apart from every
 // MachineConfig's (manifest.Manifest.Own).
@@ -17,7 +17,6 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -169,25 +168,8 @@ func Tree(binary []byte) []render.Entry {
 // Containerfile (mcbake's own image holds it at ToolImageDir). The tree is
 // made aside and renamed in; dir must be absent, empty, or an earlier
 // guard tree. Owners are root's with o.Chown (as root).
-func WriteTree(ctx context.Context, dir string, binary []byte, o render.WriteOptions) (err error) {
-	if err := atomicdir.CheckReplaceable(dir, "guard tree", "usr"); err != nil {
-		return err
-	}
-	tmpDir, err := atomicdir.MkdirTemp(filepath.Dir(filepath.Clean(dir)), "."+filepath.Base(dir)+".tmp-")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, tmpDir.RemoveAll())
-		}
-		tmpDir.Release()
-	}()
-	if err := render.WriteEntries(ctx, tmpDir.Path, Tree(binary), o); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmpDir.Path, 0o755); err != nil {
-		return err
-	}
-	return atomicdir.Replace(tmpDir.Path, dir)
+func WriteTree(ctx context.Context, dir string, binary []byte, o render.WriteOptions) error {
+	return atomicdir.Build(dir, "guard tree", []string{"usr"}, func(tmp string) error {
+		return render.WriteEntries(ctx, tmp, Tree(binary), o)
+	})
 }

@@ -1,9 +1,10 @@
-// Package image is mcbake's only door to container images: it opens a base
-// image from any supported transport, and writes that base plus one new layer
-// to a destination. It is the single package that imports
-// github.com/containers/image/v5, github.com/containers/storage and
-// github.com/containers/common, so moving to their go.podman.io successors
-// is a change to this package alone.
+// Package image is mcbake's only door to container images.
+//
+// It opens a base image from any supported transport, and writes that
+// base plus one new layer to a destination. It is the single package that
+// imports github.com/containers/image/v5, github.com/containers/storage
+// and github.com/containers/common, so moving to their go.podman.io
+// successors is a change to this package alone.
 //
 // References always name their transport (oci:DIR[:TAG], oci-archive:FILE[:TAG],
 // docker-archive:FILE[:NAME:TAG], dir:DIR, containers-storage:NAME,

@@ -1,10 +1,11 @@
-// Package templates holds the text templates mcbake renders for other
-// tools, embedded in the binary: the Containerfile that the buildah engine
-// builds and that `mcbake build --render-only` hands to external builders,
-// and (NodeUnits) the systemd units of the node flow.
-// Every *.tmpl file of this directory is a template, named by its file
-// name; Execute renders one with text/template. Data is prepared (and
-// quoted) by the caller: the templates only lay it out.
+// Package templates holds the text templates mcbake renders for other tools.
+//
+// They are embedded in the binary: the Containerfile that the buildah
+// engine builds and that `mcbake build --render-only` hands to external
+// builders, and (NodeUnits) the systemd units of the node flow. Every
+// *.tmpl file of this directory is a template, named by its file name;
+// Execute renders one with text/template. Data is prepared (and quoted)
+// by the caller: the templates only lay it out.
 package templates
 
 import (

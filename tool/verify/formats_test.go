@@ -12,6 +12,8 @@ import (
 	junit "github.com/joshdk/go-junit"
 	"github.com/owenrumney/go-sarif/v3/pkg/report/v210/sarif"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/mcbake/mcbake/internal/testing/schematest"
 )
 
 var goldenInputs = []string{"testdata/golden/input/50-other.json", "testdata/golden/input/99-bad.yaml"}
@@ -36,6 +38,9 @@ func TestGoldenReports(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := bytes.ReplaceAll(b, []byte(e.dir), []byte("$TMP"))
+			if tt.format == FormatJSON {
+				schematest.Validate(t, "verify-report", got)
+			}
 			golden := filepath.Join("testdata", "golden", tt.file)
 			if *update {
 				if err := os.WriteFile(golden, got, 0o644); err != nil {
@@ -283,11 +288,17 @@ func TestJSONReportDocumented(t *testing.T) {
 	if err := dec.Decode(&r); err != nil {
 		t.Fatalf("the documented example is not a report: %v", err)
 	}
+	schematest.Validate(t, "verify-report", []byte(example))
 	real, _ := goldenReport(t)
 	b, err := real.Encode(FormatJSON, false)
 	if err != nil {
 		t.Fatal(err)
 	}
+	finding := func(v any) map[string]any { return schematest.Object(v, "findings", 0) }
+	schematest.Invalid(t, "verify-report", b, "a line as a string", func(v any) { finding(v)["line"] = "34" })
+	schematest.Invalid(t, "verify-report", b, "a finding without a message", func(v any) { delete(finding(v), "message") })
+	schematest.Invalid(t, "verify-report", b, "an unknown severity", func(v any) { finding(v)["severity"] = "fatal" })
+	schematest.Invalid(t, "verify-report", b, "no summary", func(v any) { delete(schematest.Object(v), "summary") })
 	var fields map[string]any
 	if err := json.Unmarshal(b, &fields); err != nil {
 		t.Fatal(err)

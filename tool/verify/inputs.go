@@ -69,7 +69,7 @@ func load(paths []string, stdin io.Reader, pool string, skipped func(*machinecon
 // others.
 func (l *loaded) sortErrors(err error) []error {
 	var others []error
-	for _, e := range leaves(err) {
+	for _, e := range machineconfig.Errors(err) {
 		var fe *machineconfig.FieldError
 		if errors.As(e, &fe) {
 			l.refused = append(l.refused, fe)
@@ -78,20 +78,4 @@ func (l *loaded) sortErrors(err error) []error {
 		others = append(others, e)
 	}
 	return others
-}
-
-// leaves flattens errors.Join trees.
-func leaves(err error) []error {
-	if err == nil {
-		return nil
-	}
-	j, ok := err.(interface{ Unwrap() []error })
-	if !ok {
-		return []error{err}
-	}
-	var out []error
-	for _, e := range j.Unwrap() {
-		out = append(out, leaves(e)...)
-	}
-	return out
 }

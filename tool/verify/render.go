@@ -106,7 +106,7 @@ func within(field, item string) bool {
 // better (some item was newly left out).
 func (c *checker) renderFailed(err error) bool {
 	before := len(c.pruneAt)
-	for _, e := range leaves(err) {
+	for _, e := range machineconfig.Errors(err) {
 		var fe *machineconfig.FieldError
 		if !errors.As(e, &fe) {
 			c.add(RuleRenderFailure, machineconfig.Source{}, "", "%v", e)

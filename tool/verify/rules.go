@@ -1,8 +1,10 @@
-// Package verify is mcbake's pre-flight gate for CI: rules with stable IDs
-// (MCB001…) checked over MachineConfigs, the base image they are baked
-// into and the layered image built from them, findings that name the rule,
-// the MachineConfig file, line and Ignition field at fault, and reports in
-// the formats CI systems consume (text, JSON, JUnit XML, SARIF 2.1.0).
+// Package verify is mcbake's pre-flight gate for CI.
+//
+// Rules with stable IDs (MCB001…) check MachineConfigs, the base image
+// they are baked into and the layered image built from them; findings
+// name the rule, the MachineConfig file, line and Ignition field at
+// fault; reports come in the formats CI systems consume (text, JSON,
+// JUnit XML, SARIF 2.1.0).
 //
 // Run gathers the inputs (files, images) and checks them; every finding is
 // reported, not only the first. A Report says whether it fails a

@@ -1,5 +1,7 @@
-// Package tarparse reads tar headers and streams from bytes, as
-// archive/tar does for the fields mcbake reads, at a fraction of its cost.
+// Package tarparse reads tar headers and streams from bytes, quickly.
+//
+// It reads them as archive/tar does for the fields mcbake reads, at a
+// fraction of its cost.
 package tarparse
 
 import (

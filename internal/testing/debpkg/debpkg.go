@@ -1,6 +1,7 @@
-// Package debpkg installs the Debian packages tests need, when they are
-// missing and the test runs as root (make test on a fresh CI machine):
-// Ensure finds a command or installs its package, once per process.
+// Package debpkg installs the Debian packages tests need.
+//
+// Ensure finds a command or installs its package, once per process, when it
+// is missing and the test runs as root (make test on a fresh CI machine).
 package debpkg
 
 import (

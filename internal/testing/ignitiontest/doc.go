@@ -1,10 +1,11 @@
-// Package ignitiontest builds layered images the way others build them
-// (docs/design.md, "Images built by others"), so that tests can check what
-// mcbake predicts for an image that carries no mcbake manifest against
-// real ostree: Ignition's own ignition-apply applies a MachineConfig's
-// Ignition config to an unpacked base, as the MCO's on-cluster build (OCL)
-// and a Containerfile running ignition-apply do, and the changes are
-// packed as one more layer on top of the base image.
+// Package ignitiontest builds layered images the way others build them.
+//
+// Tests use them to check what mcbake predicts for an image that carries no
+// mcbake manifest (docs/design.md, "Images built by others") against real
+// ostree: Ignition's own ignition-apply applies a MachineConfig's Ignition
+// config to an unpacked base, as the MCO's on-cluster build (OCL) and a
+// Containerfile running ignition-apply do, and the changes are packed as one
+// more layer on top of the base image.
 //
 // # The ignition binary
 //

@@ -1,6 +1,6 @@
-// Package nodetest holds the test helpers that look at a node's root the
-// way the node package does: open it, and find where a manifest entry
-// lies on it.
+// Package nodetest looks at a node's root the way package node does.
+//
+// Its test helpers open a root, and find where a manifest entry lies on it.
 package nodetest
 
 import (

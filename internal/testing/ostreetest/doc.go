@@ -1,11 +1,12 @@
-// Package ostreetest is a test harness around real ostree (the Debian
-// `ostree` command): it lets tests of other packages revert a simulated
-// node from a layered image L to its base image B and look at the /etc
-// that ostree's three-way merge actually produced, so that mcbake's
-// clobber predictions (docs/design.md, "ostree's /etc merge") are checked against ostree itself
-// rather than against a model of it. Revert is the harness; Unpack turns
-// an OCI image layout into the root filesystem Revert takes; VarDir names
-// the node's persistent /var.
+// Package ostreetest reverts a simulated node with real ostree, for tests.
+//
+// It is a test harness around the Debian `ostree` command: it lets tests of
+// other packages revert a simulated node from a layered image L to its base
+// image B and look at the /etc that ostree's three-way merge actually
+// produced, so that mcbake's clobber predictions (docs/design.md, "ostree's
+// /etc merge") are checked against ostree itself rather than against a model
+// of it. Revert is the harness; Unpack turns an OCI image layout into the
+// root filesystem Revert takes; VarDir names the node's persistent /var.
 //
 // # How the harness maps to a node
 //

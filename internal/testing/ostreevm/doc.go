@@ -1,8 +1,9 @@
-// Package ostreevm boots a real ostree system under qemu (TCG) so that a
-// test can run the real node flow: boot a deployment of a layered image L,
-// do things in the guest, stage a deployment of the base B (`ostree admin
-// deploy --stage`), reboot so that ostree-finalize-staged.service runs the
-// real three-way /etc merge at shutdown, boot B, check things in the
+// Package ostreevm boots a real ostree system under qemu for tests.
+//
+// A test runs the real node flow in it (TCG): boot a deployment of a layered
+// image L, do things in the guest, stage a deployment of the base B (`ostree
+// admin deploy --stage`), reboot so that ostree-finalize-staged.service runs
+// the real three-way /etc merge at shutdown, boot B, check things in the
 // guest, power off, and read the results back on the host. It is test
 // support: it imports only the standard library and golang.org/x/sys, and
 // everything runs as root on the host (tests skip otherwise; Available).

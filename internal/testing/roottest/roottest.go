@@ -1,7 +1,8 @@
-// Package roottest describes host directory trees for tests that must
-// prove what a write changed, and what it left alone: every path with its
-// type, mode, owner and content or link target, read without following
-// symlinks.
+// Package roottest describes host directory trees, for tests of writes.
+//
+// Tests that must prove what a write changed, and what it left alone,
+// compare trees of every path with its type, mode, owner and content or link
+// target, read without following symlinks.
 package roottest
 
 import (

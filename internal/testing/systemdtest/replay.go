@@ -1,14 +1,15 @@
-// Package systemdtest replays what the machine-config-daemon does with
-// files and systemd units on a directory, with the real `systemctl
-// --root`: the judge of render's systemd differential tests. It follows
-// the MCD's update (docs/design.md, "What the machine-config-daemon
-// writes"): files first, then per unit its drop-ins, its mask, the
-// disabling of an enabled unit before its file is rewritten, its unmask,
-// and `systemctl preset` for a unit without enabled; then one `systemctl
-// enable` and one `systemctl disable` of the units with enabled set that
-// have contents or a unit file `systemctl list-unit-files` lists. As the
-// MCD reaches systemd over D-Bus, a call also fails when every change it
-// reports is a failure.
+// Package systemdtest replays the machine-config-daemon's writes with real systemctl.
+//
+// It does what the daemon does with files and systemd units on a directory,
+// with the real `systemctl --root`: the judge of render's systemd
+// differential tests. It follows the MCD's update (docs/design.md, "What the
+// machine-config-daemon writes"): files first, then per unit its drop-ins,
+// its mask, the disabling of an enabled unit before its file is rewritten,
+// its unmask, and `systemctl preset` for a unit without enabled; then one
+// `systemctl enable` and one `systemctl disable` of the units with enabled
+// set that have contents or a unit file `systemctl list-unit-files` lists.
+// As the MCD reaches systemd over D-Bus, a call also fails when every change
+// it reports is a failure.
 package systemdtest
 
 import (

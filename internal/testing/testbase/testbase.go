@@ -1,14 +1,15 @@
-// Package testbase writes deterministic, RHCOS-like base OS container images
-// as OCI image layouts, for tests, demos and benchmarks. The same Options
-// always give byte-identical blobs and therefore the same digests: tar
-// entries are sorted with numeric owners and mtime 0, gzip headers carry no
-// name or time, and bulk content comes from a fixed-seed PRNG. The default
-// content mimics what matters about an RHCOS image to mcbake: the top-level
-// symlinks into /var, passwd and group split between /etc and /usr/lib,
-// systemd units with presets and enablement symlinks, /etc files that
-// OpenShift MachineConfigs also write, and later layers that use whiteouts,
-// an opaque directory, a replaced file, a re-declared directory and a hard
-// link.
+// Package testbase writes deterministic RHCOS-like base images for tests.
+//
+// The images are OCI image layouts, for tests, demos and benchmarks. The
+// same Options always give byte-identical blobs and therefore the same
+// digests: tar entries are sorted with numeric owners and mtime 0, gzip
+// headers carry no name or time, and bulk content comes from a fixed-seed
+// PRNG. The default content mimics what matters about an RHCOS image to
+// mcbake: the top-level symlinks into /var, passwd and group split between
+// /etc and /usr/lib, systemd units with presets and enablement symlinks,
+// /etc files that OpenShift MachineConfigs also write, and later layers that
+// use whiteouts, an opaque directory, a replaced file, a re-declared
+// directory and a hard link.
 package testbase
 
 import (

@@ -1,12 +1,13 @@
-// Package buildah is mcbake's buildah engine: it builds a Containerfile
-// build context with buildah's library (imagebuildah) into a
-// containers-transport destination: chroot isolation, an OCI manifest,
-// compressed layers, a fixed timestamp, a store of its own, and no network
-// backend. Engine plugs it into build.Run. It is the only package that
-// imports github.com/containers/buildah, so moving to go.podman.io/buildah
-// is a change to this package alone; the store and the SystemContext it
-// hands to buildah come from package image, the only one that imports
-// containers/image and containers/storage.
+// Package buildah is the build engine that runs buildah as a library.
+//
+// It builds a Containerfile build context with buildah's imagebuildah
+// into a containers-transport destination: chroot isolation, an OCI
+// manifest, compressed layers, a fixed timestamp, a store of its own, and
+// no network backend. Engine plugs it into build.Run. It is the only
+// package that imports github.com/containers/buildah, so moving to
+// go.podman.io/buildah is a change to this package alone; the store and
+// the SystemContext it hands to buildah come from package image, the only
+// one that imports containers/image and containers/storage.
 //
 // Programs that call Build must call InitReexec first thing in main (and in
 // TestMain): buildah re-executes the program to run RUN steps and to copy

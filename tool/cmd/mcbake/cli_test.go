@@ -18,6 +18,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/mcbake/mcbake/internal/decompress"
+	"github.com/mcbake/mcbake/internal/testing/schematest"
 	"github.com/mcbake/mcbake/internal/testing/testbase"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/tool/guard"
@@ -126,6 +127,7 @@ func TestBuildIsReproducibleAndReadable(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("manifest: exit %d: %s", code, stderr)
 	}
+	schematest.Validate(t, "manifest", []byte(out))
 	m, err := manifest.Unmarshal([]byte(out))
 	if err != nil {
 		t.Fatal(err)
@@ -348,6 +350,7 @@ func TestDiffPlanRewriteOnDisk(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("diff: exit %d: %s", code, stderr)
 	}
+	schematest.Validate(t, "diff", []byte(out))
 	var rep struct {
 		Entries []struct {
 			Path      string `json:"path"`
@@ -408,6 +411,7 @@ func TestDiffPlanRewriteOnDisk(t *testing.T) {
 	if want, err := os.ReadFile(plan); err != nil || code != 0 || stdout != string(want) || !strings.Contains(stderr, "path(s) to rewrite") {
 		t.Errorf("plan -o -: exit %d, stdout %d bytes (want the plan's %d), stderr %q", code, len(stdout), len(want), stderr)
 	}
+	schematest.Validate(t, "plan", []byte(stdout))
 	if _, err := os.Lstat("-"); err == nil {
 		t.Errorf("plan -o - wrote a file named -")
 	}
@@ -421,6 +425,16 @@ func TestDiffPlanRewriteOnDisk(t *testing.T) {
 	if code, out, _ := e.run(append([]string{"ondisk", "--root", root}, mcs...)...); code != exitFindings {
 		t.Fatalf("ondisk on the bare base: exit %d, want %d\n%s", code, exitFindings, out)
 	}
+	// What it would do, as JSON: the planned paths with what differs.
+	code, out, _ = e.run(append([]string{"rewrite", "--plan", plan, "--root", root, "--dry-run", "--format", "json"}, mcs...)...)
+	if code != 0 {
+		t.Fatalf("rewrite --dry-run --format json on the bare base: exit %d\n%s", code, out)
+	}
+	schematest.Validate(t, "rewrite", []byte(out))
+	action := func(v any) map[string]any { return schematest.Object(v, "actions", 0) }
+	schematest.Invalid(t, "rewrite", []byte(out), "an unknown op", func(v any) { action(v)["op"] = "rewrote" })
+	schematest.Invalid(t, "rewrite", []byte(out), "an action without its path", func(v any) { delete(action(v), "path") })
+	schematest.Invalid(t, "rewrite", []byte(out), "no schemaVersion", func(v any) { delete(schematest.Object(v), "schemaVersion") })
 	if code, out, stderr := e.run(append([]string{"rewrite", "--plan", plan, "--root", root}, mcs...)...); code != 0 || !strings.Contains(out, "rewrote") {
 		t.Fatalf("rewrite: exit %d\n%s%s", code, out, stderr)
 	}
@@ -445,7 +459,9 @@ func TestDiffPlanRewriteOnDisk(t *testing.T) {
 		}
 	}
 	checkVersioned(t, "rewrite --format json", out)
+	schematest.Validate(t, "rewrite", []byte(out))
 	code, out, _ = e.run(append([]string{"ondisk", "--root", root, "--format", "json"}, mcs...)...)
+	schematest.Validate(t, "ondisk", []byte(out))
 	var od struct {
 		Mismatches []struct {
 			Path string `json:"path"`
@@ -609,6 +625,7 @@ spec:
 	if code != 0 {
 		t.Fatalf("diff --image (built by others) -f: exit %d: %s", code, stderr)
 	}
+	schematest.Validate(t, "diff", []byte(out))
 	var rep struct {
 		Owned   string `json:"owned"`
 		Entries []struct {

@@ -1,5 +1,8 @@
-// Command mcbake bakes MachineConfigs into layered OS images offline and
-// predicts what a revert to the base image clobbers. See README.md.
+// Command mcbake bakes MachineConfigs into layered OS images, offline.
+//
+// It also checks MachineConfigs and images before a rollout (verify) and
+// predicts what a revert to the base image clobbers (diff, plan). See
+// README.md and docs/usage.md.
 package main
 
 import (

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mcbake/mcbake/internal/testing/schematest"
 )
 
 // TestVerifyExitCodes runs the gate as a pipeline would: clean inputs pass,
@@ -45,6 +47,7 @@ func TestVerifyExitCodes(t *testing.T) {
 				if err := json.Unmarshal([]byte(stdout), &v); err != nil {
 					t.Errorf("stdout is not JSON: %v\n%s", err, stdout)
 				}
+				schematest.Validate(t, "verify-report", []byte(stdout))
 			}
 		})
 	}

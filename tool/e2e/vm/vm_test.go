@@ -1,7 +1,8 @@
-// Package e2e holds mcbake's end-to-end test on a booted ostree system
-// (internal/ostreevm): a layered image built by mcbake from a Debian
-// bookworm ostree OS, a node that runs it, a revert to the base with the
-// real staged deployment and finalization at shutdown, and the node's
+// Package vm holds mcbake's end-to-end test on a booted ostree system.
+//
+// It runs on internal/testing/ostreevm: a layered image built by mcbake from a
+// Debian bookworm ostree OS, a node that runs it, a revert to the base with
+// the real staged deployment and finalization at shutdown, and the node's
 // state on the first boot of the base.
 package vm
 
@@ -28,6 +29,7 @@ import (
 
 	"github.com/mcbake/mcbake/internal/testing/ostreetest"
 	"github.com/mcbake/mcbake/internal/testing/ostreevm"
+	"github.com/mcbake/mcbake/internal/testing/schematest"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/node"
@@ -154,6 +156,7 @@ func TestRevertOnBootedNode(t *testing.T) {
 		if !strings.Contains(rep, "/etc/systemd/system/mcbake-kubelet.service") || !strings.Contains(rep, `"restaged": true`) {
 			t.Errorf("the safety net did not repair the re-staged deployment; its report:\n%s\nits log:\n%s", rep, result(res, "finalized.log"))
 		}
+		schematest.Validate(t, "finalized", []byte(rep))
 	})
 
 	t.Run("read-only sysroot with the CI plan", func(t *testing.T) {

@@ -1,7 +1,8 @@
-// Package imagestest isolates tests that read and write images: each gets
-// its own TMPDIR (containers/image unpacks archives there), an empty
-// registries.conf (so the host's cannot leak in) and a private blob-info
-// cache.
+// Package imagestest isolates tests that read and write images.
+//
+// Each test gets its own TMPDIR (containers/image unpacks archives there),
+// an empty registries.conf (so the host's cannot leak in) and a private
+// blob-info cache.
 package imagestest
 
 import (

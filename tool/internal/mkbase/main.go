@@ -1,8 +1,9 @@
-// Command mkbase writes a deterministic RHCOS-like base image as an OCI
-// layout (see package testbase) and prints the digest index.json points at.
-// It can also write the same base in the other forms mcbake indexes
-// differently: as zstd:chunked (-chunked), and into containers-storage
-// (-storage), both with containers/image.
+// Command mkbase writes a deterministic RHCOS-like base image.
+//
+// It writes it as an OCI layout (see package testbase) and prints the digest
+// index.json points at. It can also write the same base in the other forms
+// mcbake indexes differently: as zstd:chunked (-chunked), and into
+// containers-storage (-storage), both with containers/image.
 //
 //	go -C tool run ./internal/mkbase -o DIR [-size 1GiB -files 50000 -layers 8]
 //	    [-ostree] [-format oci|docker] [-platforms linux/amd64,linux/arm64] [-tag latest]

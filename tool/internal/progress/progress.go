@@ -1,7 +1,9 @@
-// Package progress reports long-running work on stderr: progress bars
-// (github.com/vbauerster/mpb, as the containers tools use) when the writer
-// is a terminal (see Interactive), plain lines otherwise. A nil *Reporter
-// reports nothing, which is what --quiet gives.
+// Package progress reports long-running work on stderr.
+//
+// It draws progress bars (github.com/vbauerster/mpb, as the containers
+// tools use) when the writer is a terminal (see Interactive), and prints
+// plain lines otherwise. A nil *Reporter reports nothing, which is what
+// --quiet gives.
 package progress
 
 import (

@@ -1,9 +1,10 @@
-// Package registrytest runs a real registry for tests: Debian's
-// docker-registry (distribution v2) on 127.0.0.1 only, on a free port, with
-// TLS from a self-signed CA and htpasswd authentication, all generated with
-// Go's crypto. Each test gets its own registry, stopped by its PID when the
-// test ends. Tests skip when docker-registry is not installed
-// (hack/test-deps.sh installs it as root).
+// Package registrytest runs a real TLS registry for tests.
+//
+// It runs Debian's docker-registry (distribution v2) on 127.0.0.1 only, on a
+// free port, with TLS from a self-signed CA and htpasswd authentication, all
+// generated with Go's crypto. Each test gets its own registry, stopped by
+// its PID when the test ends. Tests skip when docker-registry is not
+// installed (hack/test-deps.sh installs it as root).
 package registrytest
 
 import (
