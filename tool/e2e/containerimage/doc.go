@@ -1,6 +1,7 @@
 // Package containerimage holds the test of mcbake's own container image
-// (make image, hack/image.sh): it builds the image offline, then runs the
-// steps of the repository's Tekton Task (examples/tekton) inside it, one
-// container per step as Tekton does, against a real registry. There is no
-// code here besides the test.
+// (the root Containerfile, make image, hack/image.sh): it builds the image
+// offline, with local substitutes for its base images, then runs the
+// steps of the repository's Tekton Task (examples/tekton) inside it as a
+// random non-root UID, one container per step as Tekton does, against a
+// real registry. There is no code here besides the test.
 package containerimage
