@@ -53,7 +53,7 @@ for a in $arches; do
   bash -n "$r/share/bash-completion/completions/mcbake" || fail "$tarball: the bash completion does not parse"
   head -1 "$r/share/zsh/site-functions/_mcbake" | grep -q '^#compdef mcbake' || fail "$tarball: _mcbake is not a zsh completion"
   grep -q '^complete -c mcbake' "$r/share/fish/vendor_completions.d/mcbake.fish" || fail "$tarball: mcbake.fish is not a fish completion"
-  grep -q '^\.TH "MCBAKE' "$r/share/man/man1/mcbake-build.1" || fail "$tarball: mcbake-build.1 is not a man page"
+  grep -qi '^\.TH "\?MCBAKE' "$r/share/man/man1/mcbake-build.1" || fail "$tarball: mcbake-build.1 is not a man page"
   # Every mcbake carries the revert guard of every architecture.
   for g in $arches; do
     "$r/bin/mcbake" version >/dev/null 2>&1 || continue
