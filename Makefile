@@ -28,7 +28,7 @@ FUZZMIN   ?= 200x
 FUZZLONG  ?= 2m
 DEMO      := _demo
 
-.PHONY: all build node guard-bin deps test unit fuzz fuzz-long demo bench image man clean update-golden vet
+.PHONY: all build node guard-bin deps test unit fuzz fuzz-long demo bench image man clean update-golden vet dist install dist-test
 
 all: build
 
@@ -72,6 +72,7 @@ test: deps guard-bin
 	$(GO) -C tool test -tags "$(TAGS)" -count=1 -timeout 20m ./...
 	cd examples/tekton && GOEXPERIMENT=nojsonv2 $(GO) test -count=1 ./...
 	cd examples/library && GOEXPERIMENT=nojsonv2 CGO_ENABLED=0 $(GO) vet ./... && GOEXPERIMENT=nojsonv2 CGO_ENABLED=0 $(GO) test -count=1 ./...
+	$(MAKE) --no-print-directory dist-test
 	$(MAKE) --no-print-directory fuzz
 
 fuzz:
@@ -94,8 +95,37 @@ demo: build
 bench: build
 	./hack/bench.sh
 
-image: build node
-	./hack/image.sh
+# image: mcbake's container image from the Containerfile, with buildah
+# (hack/image.sh: IMAGE, BUILDER_IMAGE, RUNTIME_IMAGE, GOMODCACHE_DIR for an
+# offline build; docs/install.md).
+image:
+	VERSION=$(VERSION) ./hack/image.sh
+
+# dist: release tarballs and their checksums in DISTDIR, for each of
+# DIST_ARCHES (hack/dist.sh; docs/install.md).
+DISTDIR     ?= dist
+DIST_ARCHES ?= amd64 arm64
+dist:
+	GO="$(GO)" VERSION=$(VERSION) TAGS="$(TAGS)" LDFLAGS="$(LDFLAGS)" DISTDIR=$(DISTDIR) DIST_ARCHES="$(DIST_ARCHES)" ./hack/dist.sh
+
+# install: the binaries, man pages and shell completions under
+# $(DESTDIR)$(PREFIX), where each is looked for.
+PREFIX  ?= /usr/local
+DESTDIR ?=
+install: build man
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
+	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions \
+	  $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+	install -m 0755 bin/mcbake bin/mcbake-node $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	./bin/mcbake completion bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/mcbake
+	./bin/mcbake completion zsh > $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_mcbake
+	./bin/mcbake completion fish > $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/mcbake.fish
+
+# dist-test: make dist and make install into temporary directories, and
+# check what they hold (hack/dist-test.sh).
+dist-test:
+	GO="$(GO)" VERSION=$(VERSION) ./hack/dist-test.sh
 
 # man: one page per command in man/ (mcbake.1, mcbake-build.1, ...), from
 # the same text as --help; dated SOURCE_DATE_EPOCH (default: the last
@@ -104,4 +134,4 @@ man: build
 	SOURCE_DATE_EPOCH=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || echo 0)} ./bin/mcbake man man
 
 clean:
-	rm -rf bin man $(DEMO) _bench
+	rm -rf bin man dist $(DEMO) _bench

@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests use (real ostree, skopeo, umoci,
 # buildah, crun; systemd's systemctl for render's systemd differential tests;
-# docker-registry for the registry tests; busybox-static for `make image`
-# (with ca-certificates); qemu, mmdebstrap and e2fsprogs for
-# internal/testing/ostreevm; libblkid's headers for building ignition in
-# internal/testing/ignitiontest; ISA-L's, for the isal build tag's gzip decoder)
+# docker-registry for the registry tests; ca-certificates; mmdebstrap for
+# the container image test's offline base images (tool/e2e/containerimage)
+# and, with qemu and e2fsprogs, for internal/testing/ostreevm; the aarch64
+# cross compiler for make dist's arm64 mcbake; libblkid's headers for
+# building ignition in internal/testing/ignitiontest; ISA-L's, for the
+# isal build tag's gzip decoder)
 # when they are missing. Needs root for apt-get;
 # otherwise it only says what is missing, and the tests that need them skip.
 set -euo pipefail
 need=()
 for pair in ostree:ostree skopeo:skopeo umoci:umoci buildah:buildah crun:crun systemctl:systemd \
-    docker-registry:docker-registry /bin/busybox:busybox-static /etc/ssl/certs/ca-certificates.crt:ca-certificates \
+    docker-registry:docker-registry /etc/ssl/certs/ca-certificates.crt:ca-certificates \
+    aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu \
     /usr/include/blkid/blkid.h:libblkid-dev /usr/include/isa-l/igzip_lib.h:libisal-dev \
     qemu-system-x86_64:qemu-system-x86 mmdebstrap:mmdebstrap debugfs:e2fsprogs; do
   cmd=${pair%%:*} pkg=${pair##*:}

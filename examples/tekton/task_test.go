@@ -174,6 +174,33 @@ func TestWorkflow(t *testing.T) {
 	if !strings.Contains(string(b), "${GITHUB_REPOSITORY,,}") {
 		t.Error("the image name is not lowercased: GHCR refuses OWNER/REPO with capitals")
 	}
+	// mcbake is a pinned release, from make dist's tarball, checked
+	// against the release's checksums (hack/dist.sh names both).
+	pin := regexp.MustCompile(`MCBAKE_VERSION: \$\{\{ vars\.MCBAKE_VERSION \|\| '(v[0-9]+\.[0-9]+\.[0-9]+)' \}\}`).FindStringSubmatch(string(b))
+	if pin == nil {
+		t.Error("MCBAKE_VERSION does not default to a release tag (vX.Y.Z)")
+	}
+	var install string
+	for _, s := range job.Steps {
+		if s.Name == "Install mcbake" {
+			install = s.Run
+		}
+	}
+	for _, want := range []string{`name="mcbake-$MCBAKE_VERSION-linux-amd64"`, `"$base/$name.tar.gz"`,
+		`"$base/mcbake-$MCBAKE_VERSION-SHA256SUMS"`, `sha256sum --check`} {
+		if !strings.Contains(install, want) {
+			t.Errorf("the Install mcbake step lacks %s (the release tarball, checked):\n%s", want, install)
+		}
+	}
+	if pin != nil {
+		readme, err := os.ReadFile("../README.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(readme), "mcbake:"+pin[1]+"}") {
+			t.Errorf("examples/README.md's TaskRun does not use the image of the workflow's pinned release %s", pin[1])
+		}
+	}
 	if !strings.Contains(build, "--digestfile digest.txt") || !strings.Contains(verifyImage, "@$(cat digest.txt)") {
 		t.Errorf("the image verified is not the one built, by digest:\nbuild: %s\nverify: %s", build, verifyImage)
 	}

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,16 +28,7 @@ const (
 	repoRoot = "../../.."
 	taskFile = repoRoot + "/examples/tekton/mcbake-task.yaml"
 	workerMC = repoRoot + "/testdata/machineconfigs/rendered-worker-aws.json"
-	tags     = "containers_image_openpgp exclude_graphdriver_btrfs"
 )
-
-// buildTags are the Makefile's: isal where ISA-L's header is.
-func buildTags() string {
-	if _, err := os.Stat("/usr/include/isa-l/igzip_lib.h"); err == nil {
-		return tags + " isal"
-	}
-	return tags
-}
 
 // task is the part of the Tekton Task the test runs.
 type task struct {
@@ -59,46 +52,63 @@ type task struct {
 type world struct {
 	t       *testing.T
 	dir     string
-	env     []string // for buildah and hack/image.sh: the test's own store
+	cache   string   // the substitute base images' cache (substitutes.go)
+	env     []string // for buildah and hack/image.sh: the cached store
 	image   string
 	volumes []string // buildah run -v values: the Task's workspaces and volumes
 }
 
+// randomUID is a UID as OpenShift's restricted SCC picks one: in no
+// /etc/passwd, group 0.
+const randomUID = "1000650000:0"
+
 func need(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("not root: buildah needs root for its store here")
+		t.Skip("not root: buildah needs root for its store and mmdebstrap for the substitute base images here")
 	}
-	for _, tool := range []string{"buildah", "skopeo", registrytest.Binary, "go"} {
+	for _, tool := range []string{"buildah", "skopeo", "mmdebstrap", registrytest.Binary, "go"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s not installed (make test installs it): skipping the container image test", tool)
 		}
 	}
-	if _, err := os.Stat("/bin/busybox"); err != nil {
-		t.Skip("busybox-static not installed (make test installs it): skipping the container image test")
-	}
 }
 
-// TestTaskRunsInTheImage builds mcbake's image with hack/image.sh (no
-// registry, no base image), then runs the Tekton Task's three steps in it
-// against a registry with TLS from a private CA and htpasswd auth, the
-// credentials mounted as a kubernetes.io/dockerconfigjson Secret would
-// mount them: the layered image is pushed, the results are written, and
-// the reports land in the source workspace.
+// TestTaskRunsInTheImage builds mcbake's image from the Containerfile
+// with hack/image.sh, as make image does, offline: its builder and
+// runtime images are local substitutes for the defaults (substitutes.go)
+// and Go's module cache is mounted (GOPROXY=off). Then it runs the Tekton
+// Task's three steps in it, each as a random non-root UID in group 0 as
+// OpenShift runs them, against a registry with TLS from a private CA and
+// htpasswd auth, the credentials mounted as a kubernetes.io/dockerconfigjson
+// Secret would mount them: the layered image is pushed, the results are
+// written, and the reports land in the source workspace.
 func TestTaskRunsInTheImage(t *testing.T) {
 	need(t)
 	start := time.Now()
 	w := newWorld(t)
-	w.buildImage()
+	builder, runtime := w.substitutes()
+	t.Logf("substitute base images ready in %.1fs", time.Since(start).Seconds())
+	start = time.Now()
+	w.buildImage(builder, runtime)
 	t.Logf("image built in %.1fs", time.Since(start).Seconds())
-	// The image decodes gzip as the binary does here: with ISA-L when it
-	// is built in and on this machine (hack/image.sh copies the library).
-	host, err := exec.Command(filepath.Join(w.dir, "bin", "mcbake"), "version").Output()
+	w.checkUser()
+
+	// As a random UID: HOME is writable (containers/image keeps its
+	// state there), and the binaries are those of this commit, with
+	// ISA-L (the builder has libisal-dev; the runtime gets the library).
+	out, err := w.runStep("home", `set -eu
+id -u
+touch "$HOME/.probe" && mkdir -p "$HOME/.config/containers" && rm -r "$HOME/.probe" "$HOME/.config"
+mcbake version
+mcbake-node version`, nil, nil)
 	if err != nil {
-		t.Fatalf("mcbake version: %v", err)
+		t.Fatalf("as UID %s in the image: %v\n%s", randomUID, err, out)
 	}
-	if in, err := w.runStep("version", "mcbake version", nil, nil); err != nil || string(in) != string(host) {
-		t.Errorf("mcbake version in the image = %q, %v; here %q", in, err, host)
+	want := strings.Split(randomUID, ":")[0] + "\nmcbake " + imageVersion + "\n"
+	if !strings.HasPrefix(string(out), want) || !strings.Contains(string(out), "gzip decoder: isa-l\n") ||
+		!strings.HasSuffix(string(out), "mcbake-node "+imageVersion+"\n") {
+		t.Errorf("as UID %s in the image: %q; want its UID, a writable HOME, mcbake and mcbake-node %s with ISA-L", randomUID, out, imageVersion)
 	}
 	reg := registrytest.Start(t)
 	baseDir := filepath.Join(w.dir, "base")
@@ -108,15 +118,25 @@ func TestTaskRunsInTheImage(t *testing.T) {
 	t.Run("the revert guard COPY --from the image", func(t *testing.T) { w.testGuardCopy(t, baseDir) })
 	reg.Push(t, "oci:"+baseDir+":latest", "os/base:4.18")
 
-	source, results, dockerconfig := w.mkdir("source"), w.mkdir("results"), w.mkdir("dockerconfig")
+	// The workspaces as OpenShift gives them to a random UID: writable
+	// by group 0; the cache an emptyDir (world-writable).
+	source, results, dockerconfig, cache := w.mkdir("source"), w.mkdir("results"), w.mkdir("dockerconfig"), w.mkdir("cache")
 	copyFile(t, workerMC, filepath.Join(w.mkdir("source/machineconfigs"), "worker.json"))
 	copyFile(t, reg.AuthFile(t, registrytest.User, registrytest.Password), filepath.Join(dockerconfig, ".dockerconfigjson"))
+	for _, d := range []string{source, filepath.Join(source, "machineconfigs"), results} {
+		if err := os.Chmod(d, 0o775); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(cache, 0o777); err != nil {
+		t.Fatal(err)
+	}
 	w.volumes = []string{
 		source + ":/workspace/source",
 		dockerconfig + ":/workspace/dockerconfig:ro",
 		results + ":/tekton/results",
-		w.mkdir("cache") + ":/var/cache/mcbake",
-		reg.CertsD + ":/etc/containers/certs.d:ro", // the cluster's trust in the registry's CA
+		cache + ":/var/cache/mcbake",
+		readable(t, reg.CertsD, w.mkdir("certs.d")) + ":/etc/containers/certs.d:ro", // the cluster's trust in the registry's CA, from a ConfigMap
 	}
 	image := reg.Host + "/ci/worker:4.18"
 	params := map[string]string{"BASE_IMAGE": reg.Host + "/os/base:4.18", "IMAGE": image, "MCBAKE_IMAGE": w.image}
@@ -137,7 +157,7 @@ func TestTaskRunsInTheImage(t *testing.T) {
 	if got := string(mustRead(t, filepath.Join(results, "IMAGE_URL"))); got != image {
 		t.Errorf("IMAGE_URL result = %q, want %q", got, image)
 	}
-	out, err := exec.Command("skopeo", "--registries-conf", reg.EmptyRegistriesConf(), "inspect", "--cert-dir", reg.CertDir,
+	out, err = exec.Command("skopeo", "--registries-conf", reg.EmptyRegistriesConf(), "inspect", "--cert-dir", reg.CertDir,
 		"--creds", registrytest.User+":"+registrytest.Password, "docker://"+image).Output()
 	if err != nil {
 		t.Fatalf("skopeo inspect %s: %v", image, err)
@@ -147,25 +167,41 @@ func TestTaskRunsInTheImage(t *testing.T) {
 		t.Errorf("the registry has %s at %s (%v), the Task reported %s", inspect.Digest, image, err, digest)
 	}
 	for _, report := range []string{"mcbake-verify.sarif", "mcbake-verify.junit.xml"} {
-		if _, err := os.Stat(filepath.Join(source, report)); err != nil {
+		fi, err := os.Stat(filepath.Join(source, report))
+		if err != nil {
 			t.Errorf("report missing from the source workspace: %v", err)
+			continue
+		}
+		if uid := fi.Sys().(*syscall.Stat_t).Uid; strconv.FormatUint(uint64(uid), 10) != strings.Split(randomUID, ":")[0] {
+			t.Errorf("%s is owned by UID %d, want the step's %s", report, uid, randomUID)
 		}
 	}
 }
 
+// imageVersion is the version the test builds the image as.
+const imageVersion = "v0.0.0-imagetest"
+
 func newWorld(t *testing.T) *world {
 	dir := t.TempDir()
-	w := &world{t: t, dir: dir, image: "localhost/mcbake-tasktest:latest"}
-	conf := filepath.Join(dir, "storage.conf")
-	store := filepath.Join(dir, "store")
-	writeFile(t, conf, "[storage]\ndriver = \"vfs\"\ngraphroot = \""+store+"/root\"\nrunroot = \""+store+"/run\"\n")
-	w.env = append(os.Environ(), "CONTAINERS_STORAGE_CONF="+conf, "BUILDAH_ISOLATION=chroot", "TMPDIR="+w.mkdir("tmp"))
-	t.Cleanup(func() { // the store's layers, then its files
-		cmd := exec.Command("buildah", "rm", "--all")
-		cmd.Env = w.env
-		_ = cmd.Run()
+	w := &world{t: t, dir: dir, cache: cacheDir(t)}
+	w.image = "localhost/mcbake-tasktest:" + strconv.Itoa(os.Getpid())
+	w.env = append(os.Environ(), "CONTAINERS_STORAGE_CONF="+w.storeConf(), "BUILDAH_ISOLATION=chroot", "TMPDIR="+w.mkdir("tmp"))
+	t.Cleanup(func() {
+		// This test's containers and images; the substitutes stay.
+		w.buildah("rm", "--all")
+		for _, img := range []string{w.image, guardBase, guarded} {
+			w.buildah("rmi", img)
+		}
+		w.buildah("rmi", "--prune")
 	})
 	return w
+}
+
+// buildah runs buildah on the cached store; its error is ignored (cleanup).
+func (w *world) buildah(args ...string) {
+	cmd := exec.Command("buildah", args...)
+	cmd.Env = w.env
+	_ = cmd.Run()
 }
 
 func (w *world) mkdir(name string) string {
@@ -176,35 +212,71 @@ func (w *world) mkdir(name string) string {
 	return p
 }
 
-// buildImage builds both binaries as the Makefile does and runs
-// hack/image.sh, as `make image` does, into the test's store.
-func (w *world) buildImage() {
+// buildImage runs hack/image.sh, as `make image` does, with the
+// substitutes as BUILDER_IMAGE and RUNTIME_IMAGE and this machine's Go
+// caches mounted: no network.
+func (w *world) buildImage(builder, runtime string) {
 	w.t.Helper()
-	bin := w.mkdir("bin")
-	builds := []*exec.Cmd{
-		exec.Command("go", "-C", "tool", "build", "-tags", buildTags(), "-o", filepath.Join(bin, "mcbake"), "./cmd/mcbake"),
-		exec.Command("go", "build", "-o", filepath.Join(bin, "mcbake-node"), "./cmd/mcbake-node"),
-	}
-	builds[0].Env = append(os.Environ(), "CGO_ENABLED=1", "GOEXPERIMENT=jsonv2")
-	builds[1].Env = append(os.Environ(), "CGO_ENABLED=0", "GOEXPERIMENT=jsonv2")
-	for _, cmd := range builds {
-		cmd.Dir = repoRoot
-		if out, err := cmd.CombinedOutput(); err != nil {
-			w.t.Fatalf("%v: %v\n%s", cmd.Args, err, out)
-		}
-	}
+	gomodcache, gocache := goEnv(w.t, "GOMODCACHE"), goEnv(w.t, "GOCACHE")
 	cmd := exec.Command("bash", "hack/image.sh")
 	cmd.Dir = repoRoot
-	cmd.Env = append(w.env, "IMAGE="+w.image, "BIN="+bin)
+	cmd.Env = append(w.env, "IMAGE="+w.image, "VERSION="+imageVersion, "BUILDER_IMAGE="+builder, "RUNTIME_IMAGE="+runtime,
+		"GOMODCACHE_DIR="+gomodcache, "GOCACHE_DIR="+gocache)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		w.t.Fatalf("hack/image.sh: %v\n%s", err, out)
 	}
 }
 
-// runStep runs a step's script in a new container of the image, as Tekton
-// runs each step: the workspaces and volumes mounted, the step
-// template's environment, the host's network (the registry is on
-// 127.0.0.1).
+// checkUser checks the image's configuration: a non-root user in group
+// 0, a HOME, the entrypoint.
+func (w *world) checkUser() {
+	w.t.Helper()
+	cmd := exec.Command("buildah", "inspect", "--type", "image", w.image)
+	cmd.Env = w.env
+	out, err := cmd.Output()
+	if err != nil {
+		w.t.Fatalf("buildah inspect %s: %v", w.image, err)
+	}
+	var inspect struct {
+		OCIv1 struct {
+			Config struct {
+				User       string
+				Env        []string
+				Entrypoint []string
+			} `json:"config"`
+		}
+	}
+	if err := json.Unmarshal(out, &inspect); err != nil {
+		w.t.Fatalf("buildah inspect %s: %v", w.image, err)
+	}
+	cfg := inspect.OCIv1.Config
+	if cfg.User != "1001:0" {
+		w.t.Errorf("the image's user is %q, want 1001:0 (non-root, group 0)", cfg.User)
+	}
+	if !slices.Contains(cfg.Env, "HOME=/home/mcbake") {
+		w.t.Errorf("the image's environment %q has no HOME=/home/mcbake", cfg.Env)
+	}
+	if !slices.Equal(cfg.Entrypoint, []string{"/usr/bin/mcbake"}) {
+		w.t.Errorf("the image's entrypoint is %q, want /usr/bin/mcbake", cfg.Entrypoint)
+	}
+}
+
+// imageFile copies a file out of the image (following symlinks in it).
+func (w *world) imageFile(path, to string) {
+	w.t.Helper()
+	out, err := w.runStep("cat", "cat "+path, nil, nil)
+	if err != nil {
+		w.t.Fatalf("cat %s in the image: %v\n%s", path, err, out)
+	}
+	if err := os.WriteFile(to, out, 0o755); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// runStep runs a step's script in a new container of the image as a
+// random UID, as Tekton on OpenShift runs each step: the workspaces and
+// volumes mounted, the step template's environment, the host's network
+// (the registry is on 127.0.0.1).
 func (w *world) runStep(name, script string, env, args []string) ([]byte, error) {
 	from := exec.Command("buildah", "from", "--quiet", "--pull-never", w.image)
 	from.Env = w.env
@@ -213,12 +285,8 @@ func (w *world) runStep(name, script string, env, args []string) ([]byte, error)
 		return nil, err
 	}
 	id := strings.TrimSpace(string(ctr))
-	defer func() {
-		rm := exec.Command("buildah", "rm", id)
-		rm.Env = w.env
-		_ = rm.Run()
-	}()
-	runArgs := []string{"run", "--isolation", "chroot", "--network", "host", "--workingdir", "/workspace/source"}
+	defer w.buildah("rm", id)
+	runArgs := []string{"run", "--isolation", "chroot", "--network", "host", "--user", randomUID, "--workingdir", "/workspace/source"}
 	for _, v := range w.volumes {
 		runArgs = append(runArgs, "-v", v)
 	}
@@ -228,7 +296,13 @@ func (w *world) runStep(name, script string, env, args []string) ([]byte, error)
 	runArgs = append(append(runArgs, id, "--", "/bin/sh", "-c", script, name), args...)
 	run := exec.Command("buildah", runArgs...)
 	run.Env = w.env
-	return run.CombinedOutput()
+	var stdout, stderr bytes.Buffer
+	run.Stdout, run.Stderr = &stdout, &stderr
+	err = run.Run()
+	if err != nil {
+		return append(stdout.Bytes(), stderr.Bytes()...), err
+	}
+	return stdout.Bytes(), nil
 }
 
 func readTask(t *testing.T) task {
@@ -304,6 +378,30 @@ func lastLine(b []byte) string {
 	return lines[len(lines)-1]
 }
 
+// readable copies the tree from into to, readable by every user (as a
+// ConfigMap's files are mounted: 0644), and returns to.
+func readable(t *testing.T, from, to string) string {
+	t.Helper()
+	err := filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(from, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(to, rel), 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(to, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return to
+}
+
 func copyFile(t *testing.T, from, to string) {
 	t.Helper()
 	writeFile(t, to, string(mustRead(t, from)))
@@ -324,6 +422,12 @@ func mustRead(t *testing.T, name string) []byte {
 	}
 	return b
 }
+
+// The images testGuardCopy makes, named for the cleanup.
+var (
+	guardBase = "localhost/guard-base:" + strconv.Itoa(os.Getpid())
+	guarded   = "localhost/guarded:" + strconv.Itoa(os.Getpid())
+)
 
 // guardDoc is the page whose Containerfile adds the guard to an image
 // built by others; the test runs its lines as they are written there.
@@ -354,7 +458,7 @@ func docContainerfile(t *testing.T) string {
 func (w *world) testGuardCopy(t *testing.T, baseDir string) {
 	// The base into the test's store, named (buildah pull of an oci:
 	// reference names it after the directory, which may not be a name).
-	const baseName = "localhost/guard-base:latest"
+	baseName := guardBase
 	pulled := exec.Command("skopeo", "copy", "--quiet", "oci:"+baseDir+":latest", "containers-storage:"+baseName)
 	pulled.Env = w.env
 	if out, err := pulled.CombinedOutput(); err != nil {
@@ -364,13 +468,13 @@ func (w *world) testGuardCopy(t *testing.T, baseDir string) {
 	ctxDir := w.mkdir("guard-context")
 	writeFile(t, filepath.Join(ctxDir, "Containerfile"), cf)
 	bud := exec.Command("buildah", "bud", "--quiet", "--pull-never", "--isolation", "chroot", "--timestamp", "0",
-		"-f", filepath.Join(ctxDir, "Containerfile"), "-t", "localhost/guarded:latest", ctxDir)
+		"-f", filepath.Join(ctxDir, "Containerfile"), "-t", guarded, ctxDir)
 	bud.Env = w.env
 	if out, err := bud.CombinedOutput(); err != nil {
 		t.Fatalf("buildah bud of docs/node.md's Containerfile:\n%s\n%v\n%s", cf, err, out)
 	}
 	layout := filepath.Join(w.dir, "guarded")
-	push := exec.Command("buildah", "push", "--quiet", "localhost/guarded:latest", "oci:"+layout+":latest")
+	push := exec.Command("buildah", "push", "--quiet", guarded, "oci:"+layout+":latest")
 	push.Env = w.env
 	if out, err := push.CombinedOutput(); err != nil {
 		t.Fatalf("buildah push: %v\n%s", err, out)
@@ -380,7 +484,12 @@ func (w *world) testGuardCopy(t *testing.T, baseDir string) {
 	baseRoot := filepath.Join(w.dir, "base-rootfs")
 	ostreetest.Unpack(t, baseDir, "latest", baseRoot)
 
-	node := mustRead(t, filepath.Join(w.dir, "bin", "mcbake-node"))
+	// The image's own binaries: the guard it carries, and mcbake to
+	// verify with (built on Debian bookworm, as this machine).
+	bin := w.mkdir("bin")
+	w.imageFile("/usr/share/mcbake/guard/usr/libexec/mcbake/mcbake-node", filepath.Join(bin, "mcbake-node"))
+	w.imageFile("/usr/bin/mcbake", filepath.Join(bin, "mcbake"))
+	node := mustRead(t, filepath.Join(bin, "mcbake-node"))
 	for _, e := range guard.Tree(node) {
 		p := filepath.Join(root, e.Path)
 		fi, err := os.Lstat(p)
