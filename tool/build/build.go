@@ -49,6 +49,9 @@ type Options struct {
 	CacheDir string
 	// Progress, when set, is told of the bytes read from each base layer.
 	Progress func(layer string, total, n int64)
+	// SharedIndex says where the base's index is published and read
+	// from (image.SharedIndex).
+	SharedIndex image.SharedIndex
 	// PushProgress, when set, is told of every blob the append engine
 	// writes to the destination or finds there already.
 	PushProgress func(image.BlobProgress)
@@ -380,7 +383,7 @@ func Prepare(b *image.Base, opts Options) (*Prepared, error) {
 }
 
 func (o Options) baseOptions() image.BaseOptions {
-	return image.BaseOptions{Images: o.Images, CacheDir: o.CacheDir, Progress: o.Progress}
+	return image.BaseOptions{Images: o.Images, CacheDir: o.CacheDir, Progress: o.Progress, Shared: o.SharedIndex}
 }
 
 func (p *Prepared) names() []string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/opencontainers/go-digest"
 
@@ -26,6 +27,39 @@ type BaseOptions struct {
 	// Read, when set, is told how each layer the cache did not hold was
 	// read: "toc", "tar-split" or "blob".
 	Read func(layer string, how string)
+	// Shared says where the base's index is published.
+	Shared SharedIndex
+}
+
+// SharedIndex says where a base's index is shared with other machines
+// (docs/ci.md, "The published base index").
+type SharedIndex struct {
+	// Repo, when set, is the repository (HOST/PATH) the base's published
+	// index is read from when the cache has none, and published to after
+	// a scan when Publish is set, with the destination side's
+	// credentials and TLS settings.
+	Repo    string
+	Publish bool
+	// Origin, when set, is told where the index came from.
+	Origin func(IndexOrigin)
+}
+
+// Where an index came from (IndexOrigin.Source).
+const (
+	FromCache    = "local cache"
+	FromRegistry = "registry"
+	FromScan     = "scan"
+)
+
+// IndexOrigin says where a base's index came from: the local cache, the
+// registry (Repository@Manifest, Bytes downloaded) or a scan of the
+// layers; and, after a scan, whether it was published.
+type IndexOrigin struct {
+	Source     string
+	Repository string
+	Manifest   digest.Digest
+	Bytes      int64
+	Published  *IndexTransfer
 }
 
 // Base is an opened, indexed base image.
@@ -111,5 +145,86 @@ func IndexLayers(ctx context.Context, im *Image, opts BaseOptions) (*baseindex.I
 	if opts.Read != nil {
 		bo.Read = func(d digest.Digest, how string) { opts.Read(d.String(), how) }
 	}
-	return baseindex.Build(ctx, im.indexLayers(), bo)
+	layers := im.indexLayers()
+	origin := fetchIndex(ctx, im, layers, opts)
+	ix, err := baseindex.Build(ctx, layers, bo)
+	if err != nil {
+		return nil, err
+	}
+	if origin.Source == FromScan && opts.Shared.Publish && opts.Shared.Repo != "" {
+		origin.Published = publishIndex(ctx, im, layers, opts)
+	}
+	logOrigin(origin)
+	if opts.Shared.Origin != nil {
+		opts.Shared.Origin(origin)
+	}
+	return ix, nil
 }
+
+// fetchIndex finds where the index of layers will come from: the cache,
+// else the published index, which it verifies and caches, else a scan.
+// A published index that is missing, cannot be read or is refused leaves
+// a scan (with a warning for the last two).
+func fetchIndex(ctx context.Context, im *Image, layers []baseindex.Layer, opts BaseOptions) IndexOrigin {
+	if baseindex.Cached(opts.CacheDir, layers) {
+		return IndexOrigin{Source: FromCache}
+	}
+	if opts.Shared.Repo == "" || opts.CacheDir == "" {
+		return IndexOrigin{Source: FromScan}
+	}
+	t, err := PullIndex(ctx, opts.Shared.Repo, im, baseindex.ViewVersion, opts.Images, func(view []byte) error {
+		return baseindex.ImportView(opts.CacheDir, layers, view)
+	})
+	switch {
+	case errors.Is(err, ErrNoPublishedIndex):
+		slog.Info("no published index of the base; scanning its layers", "repository", opts.Shared.Repo)
+		return IndexOrigin{Source: FromScan, Bytes: t.Bytes}
+	case err != nil:
+		slog.Warn("the published index of the base is not used; scanning its layers", "repository", opts.Shared.Repo, "err", err)
+		return IndexOrigin{Source: FromScan, Bytes: t.Bytes}
+	}
+	return IndexOrigin{Source: FromRegistry, Repository: t.Repository, Manifest: t.Manifest, Bytes: t.Bytes}
+}
+
+// publishIndex publishes the cached view of layers; a failure is a
+// warning (the command's own work is done).
+func publishIndex(ctx context.Context, im *Image, layers []baseindex.Layer, opts BaseOptions) *IndexTransfer {
+	t, err := PublishCachedIndex(ctx, opts.Shared.Repo, im, layers, opts.CacheDir, opts.Images)
+	if err != nil {
+		slog.Warn("the base's index was not published", "repository", opts.Shared.Repo, "err", err)
+		return nil
+	}
+	return &t
+}
+
+// PublishCachedIndex publishes the index of im's layers that the cache
+// holds (IndexLayers puts it there) to repo.
+func PublishCachedIndex(ctx context.Context, repo string, im *Image, layers []baseindex.Layer, cacheDir string, opts Options) (IndexTransfer, error) {
+	if layers == nil {
+		layers = im.indexLayers()
+	}
+	file, err := baseindex.PublishableView(cacheDir, layers)
+	if err != nil {
+		return IndexTransfer{Repository: repo}, err
+	}
+	view, err := os.ReadFile(file)
+	if err != nil {
+		return IndexTransfer{Repository: repo}, err
+	}
+	return PushIndex(ctx, repo, im, baseindex.ViewVersion, view, opts)
+}
+
+func logOrigin(o IndexOrigin) {
+	args := []any{"from", o.Source, "bytes", o.Bytes}
+	if o.Source == FromRegistry {
+		args = append(args, "index", o.Repository+"@"+o.Manifest.String())
+	}
+	if o.Published != nil {
+		args = append(args, "published", o.Published.Repository+"@"+o.Published.Manifest.String(), "pushed", o.Published.Pushed)
+	}
+	slog.Info("base index", args...)
+}
+
+// IndexChain is the chain of im's layers as the base index names it: what
+// baseindex.ImportView checks a published index against.
+func IndexChain(im *Image) []baseindex.Layer { return im.indexLayers() }
