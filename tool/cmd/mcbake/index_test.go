@@ -105,6 +105,7 @@ func (e *indexEnv) view(t *testing.T, im *image.Image) []byte {
 func TestPublishedIndexColdBuild(t *testing.T) {
 	e := newIndexEnv(t)
 	scanned, stderr, got := e.coldBuild(t, e.ref("ci/a:latest"))
+	t.Logf("scanning build: downloaded %v from the base\n%s", got, stderr)
 	if !strings.Contains(stderr, "base index: scanned") || !strings.Contains(stderr, "base index: published to "+e.repo("ci/a")+"@") {
 		t.Errorf("scanning build: stderr does not say it scanned and published\n%s", stderr)
 	}
