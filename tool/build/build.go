@@ -210,6 +210,7 @@ func Image(ctx context.Context, opts Options) (_ *Result, err error) {
 	if len(opts.Platforms) > 0 {
 		return imageIndex(ctx, opts)
 	}
+	opts.SharedIndex.Later = true // published once the image is written
 	b, release, err := openBase(ctx, &opts)
 	if err != nil {
 		return nil, err
@@ -228,6 +229,7 @@ func Image(ctx context.Context, opts Options) (_ *Result, err error) {
 	if err != nil {
 		return nil, err // Append names the destination
 	}
+	b.PublishIndex(ctx)
 	return &Result{Digest: dgst, Manifest: p.Manifest, ManifestDigest: digest.FromBytes(p.ManifestJSON)}, nil
 }
 

@@ -60,6 +60,10 @@ const (
 // no index for the base.
 var ErrNoPublishedIndex = errors.New("no published index for the base")
 
+// ErrIndexRefused is returned by PullIndex when an index is listed for
+// the base but none of those listed can be read or verified.
+var ErrIndexRefused = errors.New("the published index is refused")
+
 // IndexTransfer is what PushIndex or PullIndex did.
 type IndexTransfer struct {
 	// Repository is the index repository; Manifest the artifact's
@@ -377,7 +381,7 @@ func PullIndex(ctx context.Context, repo string, base *Image, format int, opts O
 	if len(refused) == 0 {
 		return out, fmt.Errorf("%s: %w", repo, ErrNoPublishedIndex)
 	}
-	return out, errors.Join(refused...)
+	return out, fmt.Errorf("%w: %w", ErrIndexRefused, errors.Join(refused...))
 }
 
 // pullArtifact reads the artifact d of named, checks it claims base's

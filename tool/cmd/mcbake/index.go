@@ -40,9 +40,10 @@ func (f *indexFlags) shared(dest string, stderr io.Writer, quiet bool) (image.Sh
 			return image.SharedIndex{}, fmt.Errorf("--index-repo %q: want a registry repository, HOST/PATH", f.repo)
 		}
 	}
-	s := image.SharedIndex{Repo: repo, Publish: !f.noPublish}
+	s := image.SharedIndex{Repo: repo, Publish: !f.noPublish, Named: f.repo != ""}
 	if !quiet {
 		s.Origin = func(o image.IndexOrigin) { printOrigin(stderr, o) }
+		s.Published = func(t image.IndexTransfer) { printPublished(stderr, t) }
 	}
 	return s, nil
 }
@@ -57,10 +58,14 @@ func printOrigin(w io.Writer, o image.IndexOrigin) {
 	default:
 		fmt.Fprintln(w, "base index: scanned from the base's layers")
 	}
-	if p := o.Published; p != nil && p.Pushed {
-		fmt.Fprintf(w, "base index: published to %s@%s (%d bytes uploaded)\n", p.Repository, p.Manifest, p.Bytes)
-	} else if p != nil {
-		fmt.Fprintf(w, "base index: already published at %s@%s\n", p.Repository, p.Manifest)
+}
+
+// printPublished says what publishing a base's index did.
+func printPublished(w io.Writer, t image.IndexTransfer) {
+	if t.Pushed {
+		fmt.Fprintf(w, "base index: published to %s@%s (%d bytes uploaded)\n", t.Repository, t.Manifest, t.Bytes)
+	} else {
+		fmt.Fprintf(w, "base index: already published at %s@%s\n", t.Repository, t.Manifest)
 	}
 }
 
@@ -68,6 +73,8 @@ func newIndexCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "index",
 		Short: "Publish a base's index to a registry, or fetch it from there",
+		Example: `  mcbake index push --base docker://quay.io/org/rhcos@sha256:... --index-repo quay.io/org/mcbake-index
+  mcbake index pull --base docker://quay.io/org/rhcos@sha256:... --index-repo quay.io/org/mcbake-index`,
 		Long: `A base's index (what mcbake reads of a base: every path's type, mode, owner,
 size and digest, and the few files rendering needs) can be published to a
 registry repository as an OCI artifact that refers to the base's manifest, so
