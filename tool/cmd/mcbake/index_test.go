@@ -2,6 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -277,5 +285,84 @@ func TestIndexCommands(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(cache, "views")); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestPublishedIndexReferrersAPI: where the registry has the OCI
+// referrers API, the index is found through it, not through the
+// referrers tag. Debian's docker-registry has no such API: a TLS proxy in
+// front of it answers the referrers requests (with what the registry's
+// referrers tag lists, as a registry with the API would) and forwards the
+// rest.
+func TestPublishedIndexReferrersAPI(t *testing.T) {
+	e := newIndexEnv(t)
+	im := e.openBase(t)
+	pushed, err := image.PushIndex(context.Background(), e.repo("ci/ref"), im, baseindex.ViewVersion, e.view(t, im), e.options(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := os.ReadFile(filepath.Join(e.reg.CertDir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	upstream := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+	tag := "sha256-" + strings.TrimPrefix(e.manifest, "sha256:")
+	var mu sync.Mutex
+	var referrers, tagReads int
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "https", Host: e.reg.Host})
+	proxy.Transport = upstream
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		if strings.HasSuffix(r.URL.Path, "/manifests/"+tag) {
+			tagReads++
+		}
+		isReferrers := r.URL.Path == "/v2/ci/ref/referrers/"+e.manifest
+		if isReferrers {
+			referrers++
+		}
+		mu.Unlock()
+		if !isReferrers {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		req, _ := http.NewRequest(http.MethodGet, "https://"+e.reg.Host+"/v2/ci/ref/manifests/"+tag, nil)
+		req.SetBasicAuth(registrytest.User, registrytest.Password)
+		req.Header.Set("Accept", "application/vnd.oci.image.index.v1+json")
+		resp, err := upstream.RoundTrip(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.Header().Set("Content-Type", "application/vnd.oci.image.index.v1+json")
+		_, _ = io.Copy(w, resp.Body)
+	}))
+	defer srv.Close()
+	certs := t.TempDir()
+	for name, b := range map[string][]byte{
+		"registry.crt": ca,
+		"proxy.crt":    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}),
+	} {
+		if err := os.WriteFile(filepath.Join(certs, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := e.options(t)
+	opts.CertDir = certs
+	cache := t.TempDir()
+	chain := image.IndexChain(im)
+	got, err := image.PullIndex(context.Background(), strings.TrimPrefix(srv.URL, "https://")+"/ci/ref", im, baseindex.ViewVersion, opts, func(view []byte) error {
+		return baseindex.ImportView(cache, chain, view)
+	})
+	if err != nil {
+		t.Fatalf("PullIndex() = %v", err)
+	}
+	if got.Manifest != pushed.Manifest || !baseindex.Cached(cache, chain) {
+		t.Errorf("PullIndex() = %+v, want %s, cached", got, pushed.Manifest)
+	}
+	if referrers != 1 || tagReads != 0 {
+		t.Errorf("the referrers API was asked %d times and the referrers tag read %d times, want 1 and 0", referrers, tagReads)
 	}
 }
