@@ -20,9 +20,9 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/mcbake/mcbake/internal/baseindex"
-	"github.com/mcbake/mcbake/internal/testbase"
+	"github.com/mcbake/mcbake/internal/testing/testbase"
 	"github.com/mcbake/mcbake/tool/image"
-	"github.com/mcbake/mcbake/tool/internal/registrytest"
+	"github.com/mcbake/mcbake/tool/internal/testing/registrytest"
 )
 
 // indexEnv is a registry holding a base of a few megabytes, and the
