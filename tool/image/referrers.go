@@ -40,7 +40,11 @@ func listReferrers(ctx context.Context, sys *types.SystemContext, named referenc
 	if err != nil {
 		return imgspecv1.Index{}, 0, err
 	}
-	u := url.URL{Scheme: "https", Host: host, Path: "/v2/" + reference.Path(named) + "/referrers/" + subject.String(),
+	apiHost := host
+	if host == "docker.io" {
+		apiHost = "registry-1.docker.io" // as containers/image reaches it
+	}
+	u := url.URL{Scheme: "https", Host: apiHost, Path: "/v2/" + reference.Path(named) + "/referrers/" + subject.String(),
 		RawQuery: url.Values{"artifactType": {IndexArtifactType}}.Encode()}
 	creds, err := config.GetCredentials(sys, host)
 	if err != nil {
