@@ -30,6 +30,16 @@
 # 5. Valid MachineConfigs at the 64 MiB input limit (60 MB: one file, or
 #    20,000): render and verify, time and peak RSS (BENCH_LIMITS=0 skips
 #    it).
+# 6. A cold CI runner against a registry (Debian's docker-registry on
+#    127.0.0.1, plain HTTP, its access log counting what was downloaded):
+#    the RHCOS-like generator's base (BENCH_REG_SIZE, default 256 MiB /
+#    BENCH_REG_FILES 20k files / 8 layers), gzip and zstd:chunked; a cold
+#    build and a cold verify, scanning, with the published base index
+#    (mcbake index push first), and from the zstd:chunked form, against
+#    skopeo copy of the base (the floor of any tool that pulls it):
+#      published index: <= 1% of the base's bytes, <= 0.1x the scanning time
+#      zstd:chunked:    <= 3% of the base's bytes
+#    (BENCH_REGISTRY=0 skips it; needs docker-registry and skopeo).
 # BENCH_BUILDAH=0 skips buildah. The bases are generated once, under
 # BENCH_DIR (default _bench).
 set -euo pipefail
@@ -273,6 +283,68 @@ PY
   rm -rf "$B/limit-out"
 fi
 
+# --- 6. a cold CI runner against a registry ------------------------------
+reg_lines=()
+if [ "${BENCH_REGISTRY:-1}" = 1 ] && command -v docker-registry >/dev/null && command -v skopeo >/dev/null; then
+  RSIZE=${BENCH_REG_SIZE:-256MiB} RFILES=${BENCH_REG_FILES:-20000}
+  generate "$B/regbase" "$RSIZE-$RFILES-8-chunked" -size "$RSIZE" -files "$RFILES" -layers 8 -chunked "$Babs/regbase-chunked"
+  rm -rf "$B/registry" && mkdir -p "$B/registry"
+  rport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  reg=127.0.0.1:$rport
+  printf 'version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s/registry/data\nhttp:\n  addr: %s\n' "$Babs" "$reg" >"$B/registry/config.yml"
+  docker-registry serve "$B/registry/config.yml" >"$B/registry/log" 2>&1 &
+  rpid=$!
+  trap 'kill "$rpid" 2>/dev/null || true; rm -f "$link"' EXIT
+  for _ in $(seq 100); do curl -sf "http://$reg/v2/" >/dev/null && break; sleep 0.1; done
+  # the bench's policy accepts local transports only; this registry's
+  # base too (a later --signature-policy replaces build_cmd's)
+  echo '{"default": [{"type": "insecureAcceptAnything"}]}' >"$B/registry/policy.json"
+  insecure=(--tls-verify=false --signature-policy "$B/registry/policy.json")
+  skopeo copy --quiet --insecure-policy --dest-tls-verify=false "oci:$B/regbase:latest" "docker://$reg/bench/base:latest"
+  skopeo copy --quiet --insecure-policy --dest-tls-verify=false "oci:$B/regbase-chunked:latest" "docker://$reg/bench/chunked:latest"
+  base_bytes=$(python3 - "$B/regbase" <<'PY'
+import json, sys
+d = sys.argv[1]
+idx = json.load(open(f"{d}/index.json"))
+m = json.load(open(f"{d}/blobs/sha256/" + idx["manifests"][0]["digest"].split(":")[1]))
+print(sum(l["size"] for l in m["layers"]) + m["config"]["size"])
+PY
+)
+  # reg_run NAME CMD: one cold run of CMD (its cache emptied first):
+  # "secs bytes", the bytes the registry sent (blobs and manifests) per
+  # its access log.
+  reg_run() {
+    local before after secs
+    before=$(wc -l <"$B/registry/log")
+    secs=$(measure bash -c "$1" | cut -d' ' -f1)
+    after=$(tail -n +"$((before + 1))" "$B/registry/log" | awk '$6 == "\"GET" && $7 ~ /\/(blobs|manifests)\// && ($9 == 200 || $9 == 206) { n += $10 } END { print n + 0 }')
+    echo "$secs $after"
+  }
+  rc="$B/reg-cache"
+  rbuild() { echo "rm -rf $rc; $(build_cmd "docker://$reg/bench/$1:latest" "docker://$reg/bench/out-$2:latest" "$rc" "${insecure[@]}" --no-publish-index "${@:3}")"; }
+  rverify() { echo "rm -rf $rc; $mcbake verify --quiet --fail-on never -f $mc --base docker://$reg/bench/$1:latest --cache-dir $rc ${insecure[*]} --no-publish-index ${*:2}"; }
+  read -r s_skopeo b_skopeo < <(reg_run "rm -rf $B/reg-skopeo; skopeo copy --quiet --insecure-policy --src-tls-verify=false docker://$reg/bench/base:latest oci:$B/reg-skopeo:latest")
+  read -r s_scan b_scan < <(reg_run "$(rbuild base scan)")
+  read -r s_vscan b_vscan < <(reg_run "$(rverify base)")
+  $mcbake index push --base "docker://$reg/bench/base:latest" --index-repo "$reg/bench/index" \
+    --cache-dir "$B/reg-push-cache" "${insecure[@]}" >/dev/null 2>"$B/cmd.err" || { cat "$B/cmd.err" >&2; exit 1; }
+  read -r s_index b_index < <(reg_run "$(rbuild base index --index-repo "$reg/bench/index")")
+  read -r s_vindex b_vindex < <(reg_run "$(rverify base --index-repo "$reg/bench/index")")
+  read -r s_chunk b_chunk < <(reg_run "$(rbuild chunked chunked)")
+  read -r s_vchunk b_vchunk < <(reg_run "$(rverify chunked)")
+  pct() { awk -v a="$1" -v b="$base_bytes" 'BEGIN { printf "%.2f%%", 100 * a / b }'; }
+  line() { printf '  %-36s %7.2fs  %12d bytes  %7s of the base  %5sx the scanning time%s' "$1" "$2" "$3" "$(pct "$3")" "$(ratio "$2" "$4")" "$5"; }
+  reg_lines+=("$(line "skopeo copy of the base" "$s_skopeo" "$b_skopeo" "$s_scan" "   [floor of a pull]")")
+  reg_lines+=("$(line "mcbake build, cold, scanning" "$s_scan" "$b_scan" "$s_scan" "")")
+  reg_lines+=("$(line "mcbake build, cold, published index" "$s_index" "$b_index" "$s_scan" "   (target <= 1%, <= 0.1x)")")
+  reg_lines+=("$(line "mcbake build, cold, zstd:chunked" "$s_chunk" "$b_chunk" "$s_scan" "   (target <= 3%)")")
+  reg_lines+=("$(line "mcbake verify, cold, scanning" "$s_vscan" "$b_vscan" "$s_vscan" "")")
+  reg_lines+=("$(line "mcbake verify, cold, published index" "$s_vindex" "$b_vindex" "$s_vscan" "   (target <= 1%, <= 0.1x)")")
+  reg_lines+=("$(line "mcbake verify, cold, zstd:chunked" "$s_vchunk" "$b_vchunk" "$s_vscan" "   (target <= 3%)")")
+  kill "$rpid" 2>/dev/null || true
+  wait "$rpid" 2>/dev/null || true
+fi
+
 # report prints the figures; they go to the terminal, to $B/report.txt
 # and into docs/benchmarks.md's generated section (BENCH_DOC=0 leaves the
 # document alone: a run with smaller bases, say).
@@ -336,6 +408,14 @@ EOF2
     echo
     echo "valid MachineConfigs at the input limit (64 MiB; a real rendered config is 170 KB), one run each"
     printf '%s\n' "${limit_lines[@]}"
+  fi
+  if [ ${#reg_lines[@]} -gt 0 ]; then
+    echo
+    echo "cold CI runner, registry on 127.0.0.1 (HTTP): RHCOS-like base $RSIZE / $RFILES files / 8 layers, $base_bytes bytes (layers and config), one run each"
+    printf '%s\n' "${reg_lines[@]}"
+  else
+    echo
+    echo "cold CI runner against a registry: skipped (no docker-registry or skopeo, or BENCH_REGISTRY=0)"
   fi
 }
 report | tee "$B/report.txt"

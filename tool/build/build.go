@@ -50,6 +50,9 @@ type Options struct {
 	CacheDir string
 	// Progress, when set, is told of the bytes read from each base layer.
 	Progress func(layer string, total, n int64)
+	// SharedIndex says where the base's index is published and read
+	// from (image.SharedIndex).
+	SharedIndex image.SharedIndex
 	// PushProgress, when set, is told of every blob the append engine
 	// writes to the destination or finds there already.
 	PushProgress func(image.BlobProgress)
@@ -210,6 +213,7 @@ func Image(ctx context.Context, opts Options) (_ *Result, err error) {
 	if len(opts.Platforms) > 0 {
 		return multiPlatform(ctx, opts)
 	}
+	opts.SharedIndex.Later = true // published once the image is written
 	b, release, err := openBase(ctx, &opts)
 	if err != nil {
 		return nil, err
@@ -228,6 +232,7 @@ func Image(ctx context.Context, opts Options) (_ *Result, err error) {
 	if err != nil {
 		return nil, err // Append names the destination
 	}
+	b.PublishIndex(ctx)
 	return &Result{Digest: dgst, Manifest: p.Manifest, ManifestDigest: digest.FromBytes(p.ManifestJSON)}, nil
 }
 
@@ -383,7 +388,7 @@ func Prepare(b *image.Base, opts Options) (*Prepared, error) {
 }
 
 func (o Options) baseOptions() image.BaseOptions {
-	return image.BaseOptions{Images: o.Images, CacheDir: o.CacheDir, Progress: o.Progress}
+	return image.BaseOptions{Images: o.Images, CacheDir: o.CacheDir, Progress: o.Progress, Shared: o.SharedIndex}
 }
 
 func (p *Prepared) names() []string {

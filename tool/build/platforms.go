@@ -46,6 +46,7 @@ func multiPlatform(ctx context.Context, opts Options) (_ *Result, err error) {
 	for i, pl := range platforms {
 		o := opts
 		o.Images.Platform = pl
+		o.SharedIndex.Later = true // published once the index is written
 		b, err := image.OpenBase(ctx, opts.Base, o.baseOptions())
 		if err != nil {
 			return nil, err
@@ -64,6 +65,9 @@ func multiPlatform(ctx context.Context, opts Options) (_ *Result, err error) {
 	}
 	if res.Digest, err = image.AppendPlatforms(ctx, entries, opts.Output, nil, opts.PushProgress, opts.Images); err != nil {
 		return nil, err
+	}
+	for _, b := range bases {
+		b.PublishIndex(ctx)
 	}
 	res.Manifest, res.ManifestDigest = res.Platforms[0].Manifest, res.Platforms[0].ManifestDigest
 	return res, nil

@@ -45,6 +45,9 @@ type Options struct {
 	CacheDir string
 	// Progress, when set, is told of the bytes read from each base layer.
 	Progress func(layer string, total, n int64)
+	// SharedIndex says where the base's index is published and read
+	// from (image.SharedIndex); the layered image's is not.
+	SharedIndex image.SharedIndex
 }
 
 // ErrImageOrManifest is returned by Run unless exactly one of the
@@ -92,7 +95,7 @@ type diffInputs struct {
 func openInputs(ctx context.Context, o Options) (in diffInputs, release func(), err error) {
 	// The image may be read and closed before the goroutine opens the base.
 	defer image.HoldStore(o.Base, o.Images)()
-	in.base, release, err = image.OpenBaseWhile(ctx, o.Base, o.baseOptions(), func() error { return in.readManifest(ctx, o) })
+	in.base, release, err = image.OpenBaseWhile(ctx, o.Base, o.sharedBaseOptions(), func() error { return in.readManifest(ctx, o) })
 	if err != nil {
 		return diffInputs{}, nil, err
 	}
@@ -145,6 +148,14 @@ func (o Options) load() ([]*machineconfig.MachineConfig, error) {
 
 func (o Options) baseOptions() image.BaseOptions {
 	return image.BaseOptions{Images: o.Images, CacheDir: o.CacheDir, Progress: o.Progress}
+}
+
+// sharedBaseOptions are the options of the base: baseOptions with the
+// shared index.
+func (o DiffOptions) sharedBaseOptions() image.BaseOptions {
+	bo := o.baseOptions()
+	bo.Shared = o.SharedIndex
+	return bo
 }
 
 // diffDerived predicts the revert of an image without an ownership

@@ -36,16 +36,20 @@ type LayerInfo struct {
 // Image is an opened source image, resolved to one platform. Get one from
 // Open and Close it when done.
 type Image struct {
-	ref        string
-	src        types.ImageSource
-	store      storage.Store // containers-storage only; shut down by Close
-	layoutDir  string        // oci: only: the layout holding the blobs
-	digest     digest.Digest
-	config     []byte // the config in OCI form, as JSON
-	configDesc digest.Digest
-	diffIDs    []digest.Digest // the config's
-	layers     []LayerInfo
-	descs      []imgspecv1.Descriptor // layers as OCI descriptors (with URLs, annotations)
+	ref       string
+	src       types.ImageSource
+	store     storage.Store // containers-storage only; shut down by Close
+	layoutDir string        // oci: only: the layout holding the blobs
+	digest    digest.Digest
+	// manifestMIME and manifestSize describe the platform's manifest,
+	// with digest: a published index's subject (PublishIndex).
+	manifestMIME string
+	manifestSize int64
+	config       []byte // the config in OCI form, as JSON
+	configDesc   digest.Digest
+	diffIDs      []digest.Digest // the config's
+	layers       []LayerInfo
+	descs        []imgspecv1.Descriptor // layers as OCI descriptors (with URLs, annotations)
 	// unlisted lists the layers of a store image opened without them
 	// (openManifestOnly), and is nil once they are listed.
 	unlisted    func(context.Context) error
@@ -238,6 +242,7 @@ func (im *Image) load(ctx context.Context, sys *types.SystemContext, instance *d
 	if im.digest, err = manifestDigest(blob, instance); err != nil {
 		return err
 	}
+	im.manifestMIME, im.manifestSize = mime, int64(len(blob))
 	if im.annotations, err = manifestAnnotations(blob, mime); err != nil {
 		return err
 	}

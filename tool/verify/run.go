@@ -33,6 +33,9 @@ type Options struct {
 	CacheDir string
 	// Progress, when set, is told of the bytes read from each base layer.
 	Progress func(layer string, total, n int64)
+	// SharedIndex says where the base's index is published and read
+	// from (image.SharedIndex); the layered image's is not.
+	SharedIndex image.SharedIndex
 	// StrictRevert makes revert-clobber findings warnings.
 	StrictRevert bool
 	// Disable lists rules (IDs or names) whose findings are dropped.
@@ -73,7 +76,7 @@ func Run(ctx context.Context, o Options) (_ *Report, err error) {
 	}
 	var b *baseInput
 	if o.Base != "" {
-		bi, err := image.OpenBase(ctx, o.Base, image.BaseOptions{Images: o.Images, CacheDir: o.CacheDir, Progress: o.Progress})
+		bi, err := image.OpenBase(ctx, o.Base, image.BaseOptions{Images: o.Images, CacheDir: o.CacheDir, Progress: o.Progress, Shared: o.SharedIndex})
 		if err != nil {
 			return nil, err
 		}

@@ -25,6 +25,7 @@ func newBuildCommand() *cobra.Command {
 	var (
 		files                 []string
 		img                   imageFlags
+		index                 indexFlags
 		opts                  build.Options
 		timestamp, digestFile string
 		quiet, renderOnly     bool
@@ -91,6 +92,9 @@ containers-storage:NAME or docker://REF.`,
 			if opts.Annotations, err = keyValues("--annotation", annotations); err != nil {
 				return err
 			}
+			if opts.SharedIndex, err = index.shared(opts.Output, cmd.ErrOrStderr(), quiet); err != nil {
+				return err
+			}
 			rep := progress.New(cmd.ErrOrStderr(), quiet)
 			opts.Progress = func(layer string, total, n int64) { rep.Update("read "+short(layer), total, n) }
 			var pushed image.Transfer
@@ -152,6 +156,7 @@ containers-storage:NAME or docker://REF.`,
 	}
 	img.registerPush(cmd)
 	img.register(cmd)
+	index.register(cmd, " (default: the repository of a docker:// -o)")
 	addMachineConfigFlag(cmd, &files)
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Base, "base", "", "base image reference")

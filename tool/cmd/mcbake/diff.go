@@ -17,6 +17,7 @@ import (
 // diffFlags are shared by diff and plan.
 type diffFlags struct {
 	img          imageFlags
+	index        indexFlags
 	baseRef      string
 	imageRef     string
 	manifestFile string
@@ -26,6 +27,7 @@ type diffFlags struct {
 
 func (f *diffFlags) register(cmd *cobra.Command, allowManifest bool) {
 	f.img.register(cmd)
+	f.index.register(cmd, "")
 	fl := cmd.Flags()
 	fl.StringVar(&f.baseRef, "base", "", "the base image a node reverts to")
 	fl.StringVar(&f.imageRef, "image", "", "the layered image the node runs")
@@ -45,11 +47,15 @@ func (f *diffFlags) report(cmd *cobra.Command) (*revert.Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	shared, err := f.index.shared("", cmd.ErrOrStderr(), f.quiet)
+	if err != nil {
+		return nil, err
+	}
 	rep := progress.New(cmd.ErrOrStderr(), f.quiet)
 	defer rep.Wait()
 	r, err := diff.Run(cmd.Context(), diff.Options{Base: f.baseRef, Image: f.imageRef, ManifestFile: f.manifestFile,
 		MachineConfigs: f.mcs, Stdin: cmd.InOrStdin(), Pool: cli.Pool(cmd), Skipped: cli.SkippedPrinter(cmd),
-		Images: opts, CacheDir: cacheDir, Progress: func(layer string, total, n int64) { rep.Update("read "+short(layer), total, n) }})
+		Images: opts, CacheDir: cacheDir, SharedIndex: shared, Progress: func(layer string, total, n int64) { rep.Update("read "+short(layer), total, n) }})
 	switch {
 	case errors.Is(err, diff.ErrImageOrManifest):
 		return nil, errors.New("give exactly one of --image IMAGE or --manifest FILE")

@@ -31,7 +31,7 @@ func newRootCommand() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn or error (logs go to stderr; debug includes containers/image's registry requests)")
 	_ = root.RegisterFlagCompletionFunc("log-level", cobra.FixedCompletions([]string{"debug", "info", "warn", "error"}, cobra.ShellCompDirectiveNoFileComp))
-	root.AddCommand(newVersionCommand(), newRenderCommand(), newBuildCommand(), newManifestCommand(), newDiffCommand(), newPlanCommand(), cli.RewriteCommand(), cli.OnDiskCommand(), cli.NodeCommand(), newVerifyCommand(), newGuardTreeCommand())
+	root.AddCommand(newVersionCommand(), newRenderCommand(), newBuildCommand(), newManifestCommand(), newDiffCommand(), newPlanCommand(), cli.RewriteCommand(), cli.OnDiskCommand(), cli.NodeCommand(), newVerifyCommand(), newGuardTreeCommand(), newIndexCommand())
 	root.AddCommand(newManCommand(root))
 	root.SetVersionTemplate("mcbake {{.Version}}\n")
 	root.InitDefaultCompletionCmd()

@@ -14,6 +14,7 @@ import (
 func newVerifyCommand() *cobra.Command {
 	var (
 		img              imageFlags
+		index            indexFlags
 		opts             verify.Options
 		formats          []string
 		report, failOn   string
@@ -58,6 +59,9 @@ unreadable file, invalid image).`,
 				if opts.Images, opts.CacheDir, err = img.options(cmd); err != nil {
 					return err
 				}
+				if opts.SharedIndex, err = index.shared("", cmd.ErrOrStderr(), quiet); err != nil {
+					return err
+				}
 			}
 			opts.Stdin, opts.Tool, opts.Pool = cmd.InOrStdin(), verify.Tool{Name: "mcbake", Version: version}, cli.Pool(cmd)
 			opts.Skipped = cli.SkippedPrinter(cmd)
@@ -86,6 +90,7 @@ unreadable file, invalid image).`,
 		},
 	}
 	img.register(cmd)
+	index.register(cmd, "")
 	fl := cmd.Flags()
 	fl.StringArrayVarP(&opts.MachineConfigs, "machineconfig", "f", nil, "MachineConfig file or directory (YAML, JSON or Butane; - for stdin); repeatable")
 	cli.AddPoolFlag(cmd)

@@ -278,14 +278,17 @@ func (r *Registry) Tags(repo string) ([]string, error) {
 	return v.Tags, json.NewDecoder(resp.Body).Decode(&v)
 }
 
-// Requests is what the registry served: blobs uploaded (their digests) and
-// blobs mounted from another repository, per the registry's own log.
+// Requests is what the registry served: blobs uploaded (their digests),
+// blobs mounted from another repository, and blobs downloaded
+// (REPO@DIGEST, once per GET that sent content), per the registry's own
+// log.
 type Requests struct {
-	Uploaded, Mounted []string
+	Uploaded, Mounted, Downloaded []string
 }
 
 var (
 	uploadRE = regexp.MustCompile(`"PUT /v2/\S+/blobs/uploads/\S*[?&]digest=(sha256(?::|%3A)[0-9a-f]{64})`)
+	getRE    = regexp.MustCompile(`"GET /v2/(\S+)/blobs/(sha256:[0-9a-f]{64}) HTTP/[0-9.]+" (?:200|206) `)
 	mountRE  = regexp.MustCompile(`"POST /v2/\S+/blobs/uploads/\?\S*mount=(sha256(?::|%3A)[0-9a-f]{64})\S* HTTP/[0-9.]+" 201`)
 )
 
@@ -304,6 +307,9 @@ func (r *Registry) Requests() (Requests, error) {
 		line := sc.Text()
 		if m := uploadRE.FindStringSubmatch(line); m != nil && strings.Contains(line, `" 201 `) {
 			out.Uploaded = append(out.Uploaded, strings.Replace(m[1], "%3A", ":", 1))
+		}
+		if m := getRE.FindStringSubmatch(line); m != nil {
+			out.Downloaded = append(out.Downloaded, m[1]+"@"+m[2])
 		}
 		if m := mountRE.FindStringSubmatch(line); m != nil {
 			out.Mounted = append(out.Mounted, strings.Replace(m[1], "%3A", ":", 1))

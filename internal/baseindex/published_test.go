@@ -1,0 +1,103 @@
+package baseindex_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/mcbake/mcbake/internal/baseindex"
+)
+
+// published builds viewLayers' index in a new cache and returns the
+// layers and the bytes of its publishable view.
+func published(t *testing.T) ([]*testLayer, []byte) {
+	t.Helper()
+	layers, _ := viewLayers(t)
+	dir := t.TempDir()
+	if _, err := baseindex.Build(context.Background(), descriptors(layers), baseindex.Options{CacheDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	file, err := baseindex.PublishableView(dir, descriptors(layers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return layers, b
+}
+
+// TestImportView: a view published by one cache and imported into an
+// empty one is what a Build there reads, without opening a layer, and
+// it answers as the scanned index does.
+func TestImportView(t *testing.T) {
+	layers, b := published(t)
+	dir := t.TempDir()
+	if baseindex.Cached(dir, descriptors(layers)) {
+		t.Fatal("Cached(empty cache) = true, want false")
+	}
+	if err := baseindex.ImportView(dir, descriptors(layers), b); err != nil {
+		t.Fatalf("ImportView() = %v", err)
+	}
+	if !baseindex.Cached(dir, descriptors(layers)) {
+		t.Fatal("Cached(after ImportView) = false, want true")
+	}
+	got, err := baseindex.Build(context.Background(), unopenable(t, layers), baseindex.Options{CacheDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := baseindex.Build(context.Background(), descriptors(layers), baseindex.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"etc/passwd", "zzz/b", "usr/share/many/file-with-a-long-name-0399"} {
+		g, gok := got.Lookup(p)
+		w, wok := want.Lookup(p)
+		if gok != wok || !gok {
+			t.Fatalf("Lookup(%q) found = %v, want %v", p, gok, wok)
+		}
+		if diff := cmp.Diff(w.Entry(), g.Entry()); diff != "" {
+			t.Errorf("Lookup(%q) (-want +got):\n%s", p, diff)
+		}
+	}
+}
+
+// TestImportViewRefused: a damaged view, a truncated one and the view of
+// another chain of layers are refused, and nothing is cached.
+func TestImportViewRefused(t *testing.T) {
+	layers, b := published(t)
+	other := gzLayers(t, []ent{file("etc/passwd", "root:x:0:0::/root:/bin/sh\n")})
+	flip := func(off int) []byte {
+		c := append([]byte(nil), b...)
+		c[off] ^= 1
+		return c
+	}
+	for _, tc := range []struct {
+		name   string
+		layers []*testLayer
+		view   []byte
+	}{
+		{"last block", layers, flip(len(b) - 1)},
+		{"first record", layers, flip(len(b) / 2)},
+		{"version", layers, flip(16)},
+		{"key", layers, flip(32)},
+		{"truncated", layers, b[:len(b)-100]},
+		{"empty", layers, nil},
+		{"another base", other, b},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			err := baseindex.ImportView(dir, descriptors(tc.layers), tc.view)
+			if !errors.Is(err, baseindex.ErrRefused) {
+				t.Fatalf("ImportView() = %v, want ErrRefused", err)
+			}
+			if baseindex.Cached(dir, descriptors(tc.layers)) {
+				t.Error("a refused view was cached")
+			}
+		})
+	}
+}

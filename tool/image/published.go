@@ -1,0 +1,476 @@
+package image
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/containers/image/v5/docker"
+	"github.com/containers/image/v5/docker/reference"
+	"github.com/containers/image/v5/manifest"
+	"github.com/containers/image/v5/pkg/blobinfocache"
+	"github.com/containers/image/v5/pkg/blobinfocache/none"
+	"github.com/containers/image/v5/types"
+	"github.com/docker/distribution/registry/api/errcode"
+	v2 "github.com/docker/distribution/registry/api/v2"
+	"github.com/klauspost/compress/zstd"
+	digest "github.com/opencontainers/go-digest"
+	"github.com/opencontainers/image-spec/specs-go"
+	imgspecv1 "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// A base's index is published as an OCI artifact (docs/ci.md, "The
+// published base index"): an image manifest of artifactType
+// IndexArtifactType whose config is the empty descriptor, whose one layer
+// is the index's view (baseindex.PublishableView) compressed with zstd,
+// and whose subject is the base's manifest. Its annotations name the
+// view's format version and the chain of layers it indexes. It is found
+// from the base's manifest digest through the OCI referrers API where
+// the registry has it, else through the referrers tag schema: the tag
+// sha256-<hex> of the index repository holds an OCI index of the
+// referrers.
+const (
+	IndexArtifactType = "application/vnd.mcbake.baseindex.v1"
+	IndexLayerType    = "application/vnd.mcbake.baseindex.v1.view+zstd"
+	// AnnotationIndexFormat is the view's format version
+	// (baseindex.ViewVersion).
+	AnnotationIndexFormat = "io.mcbake.baseindex.format"
+	// AnnotationIndexLayers and AnnotationIndexDiffIDs are the base's
+	// layer blob digests and diff_ids, bottom first, comma-separated.
+	AnnotationIndexLayers  = "io.mcbake.baseindex.layers"
+	AnnotationIndexDiffIDs = "io.mcbake.baseindex.diff-ids"
+)
+
+// Limits on what a pull reads: a view is a few megabytes per 100,000
+// paths; these leave room for the largest bases while bounding what a
+// hostile registry can make a runner hold.
+const (
+	maxIndexManifest = 4 << 20
+	maxIndexBlob     = 512 << 20
+	maxIndexView     = 2 << 30
+)
+
+// ErrNoPublishedIndex is returned by PullIndex when the repository holds
+// no index for the base.
+var ErrNoPublishedIndex = errors.New("no published index for the base")
+
+// ErrIndexRefused is returned by PullIndex when an index is listed for
+// the base but none of those listed can be read or verified.
+var ErrIndexRefused = errors.New("the published index is refused")
+
+// IndexTransfer is what PushIndex or PullIndex did.
+type IndexTransfer struct {
+	// Repository is the index repository; Manifest the artifact's
+	// manifest digest.
+	Repository string
+	Manifest   digest.Digest
+	// Pushed is false for a push that found the index already there.
+	Pushed bool
+	// Bytes are the bytes that went up or came down: manifests and blob.
+	Bytes int64
+}
+
+// IndexRepository returns the repository (HOST/PATH) a docker:// or
+// plain HOST/PATH[:TAG][@DIGEST] reference names, and "" for a
+// reference of another transport.
+func IndexRepository(ref string) (string, error) {
+	if t, rest, ok := strings.Cut(ref, ":"); ok && t != "docker" && !strings.Contains(t, "/") && !strings.Contains(t, ".") && !strings.HasPrefix(rest, "//") {
+		if _, err := ParseReference(ref); err == nil {
+			return "", nil // oci:, containers-storage: and the like
+		}
+	}
+	named, err := reference.ParseNormalizedNamed(strings.TrimPrefix(strings.TrimPrefix(ref, "docker:"), "//"))
+	if err != nil {
+		return "", fmt.Errorf("index repository %q: %w", ref, err)
+	}
+	return reference.TrimNamed(named).String(), nil
+}
+
+// subjectTag is the referrers tag schema's tag for a manifest digest.
+func subjectTag(d digest.Digest) string {
+	return d.Algorithm().String() + "-" + d.Encoded()
+}
+
+// indexArtifact is a built artifact: its manifest and layer.
+type indexArtifact struct {
+	manifest []byte
+	digest   digest.Digest
+	layer    []byte
+	desc     imgspecv1.Descriptor
+}
+
+// newIndexArtifact compresses view and builds the artifact's manifest
+// for base. The same view and base give the same bytes, on any runner.
+func newIndexArtifact(base *Image, format int, view []byte) (*indexArtifact, error) {
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedBetterCompression))
+	if err != nil {
+		return nil, err
+	}
+	a := &indexArtifact{layer: enc.EncodeAll(view, nil)}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	m := imgspecv1.Manifest{
+		Versioned:    specs.Versioned{SchemaVersion: 2},
+		MediaType:    imgspecv1.MediaTypeImageManifest,
+		ArtifactType: IndexArtifactType,
+		Config:       imgspecv1.DescriptorEmptyJSON,
+		Layers: []imgspecv1.Descriptor{{
+			MediaType: IndexLayerType, Digest: digest.FromBytes(a.layer), Size: int64(len(a.layer)),
+		}},
+		Subject:     &imgspecv1.Descriptor{MediaType: base.manifestMIME, Digest: base.digest, Size: base.manifestSize},
+		Annotations: chainAnnotations(base, format),
+	}
+	if a.manifest, err = json.Marshal(m); err != nil {
+		return nil, err
+	}
+	a.digest = digest.FromBytes(a.manifest)
+	a.desc = imgspecv1.Descriptor{MediaType: imgspecv1.MediaTypeImageManifest, ArtifactType: IndexArtifactType,
+		Digest: a.digest, Size: int64(len(a.manifest)), Annotations: map[string]string{AnnotationIndexFormat: fmt.Sprint(format)}}
+	return a, nil
+}
+
+// chainAnnotations are the annotations naming base's layer chain and the
+// format version.
+func chainAnnotations(base *Image, format int) map[string]string {
+	var blobs, diffIDs []string
+	for _, l := range base.layers {
+		blobs = append(blobs, l.Digest.String())
+		diffIDs = append(diffIDs, l.DiffID.String())
+	}
+	return map[string]string{
+		AnnotationIndexFormat:  fmt.Sprint(format),
+		AnnotationIndexLayers:  strings.Join(blobs, ","),
+		AnnotationIndexDiffIDs: strings.Join(diffIDs, ","),
+	}
+}
+
+// PushIndex publishes view, the index of base in the format version
+// format, to the repository repo, with the destination side's
+// credentials and TLS settings. It pushes nothing when the referrers tag
+// already lists the same artifact. Two runners may push the same index
+// at once: both push the same blobs, manifest and tag content.
+func PushIndex(ctx context.Context, repo string, base *Image, format int, view []byte, opts Options) (IndexTransfer, error) {
+	out := IndexTransfer{Repository: repo}
+	a, err := newIndexArtifact(base, format, view)
+	if err != nil {
+		return out, err
+	}
+	out.Manifest = a.digest
+	sys, err := opts.destinationContext()
+	if err != nil {
+		return out, err
+	}
+	tagRef, _, err := tagReference(repo, base.digest)
+	if err != nil {
+		return out, err
+	}
+	err = opts.Retry.do(ctx, func() error {
+		var err error
+		out.Pushed, out.Bytes, err = pushRacing(ctx, sys, tagRef, a)
+		return err
+	})
+	if err != nil {
+		return out, fmt.Errorf("publishing the base index to %s: %w", repo, err)
+	}
+	return out, nil
+}
+
+// racingPushes is how many times a push is tried while another runner
+// pushes the same index: the registry may refuse a manifest whose blobs
+// another upload of the same digest is still linking into the
+// repository (distribution answers "digest invalid").
+const racingPushes = 4
+
+// pushRacing pushes a, again when a push fails, unless the referrers tag
+// lists a by then (another runner pushed it: nothing left to push).
+func pushRacing(ctx context.Context, sys *types.SystemContext, tagRef types.ImageReference, a *indexArtifact) (pushed bool, n int64, err error) {
+	for range racingPushes {
+		pushed, n, err = pushIndex(ctx, sys, tagRef, a)
+		if err == nil {
+			return pushed, n, nil
+		}
+		if idx, terr := readReferrersTag(ctx, sys, tagRef); terr == nil && listsArtifact(idx, a.digest) {
+			return false, n, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, n, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return false, n, err
+}
+
+func listsArtifact(idx imgspecv1.Index, d digest.Digest) bool {
+	return slices.ContainsFunc(idx.Manifests, func(m imgspecv1.Descriptor) bool { return m.Digest == d })
+}
+
+// pushIndex pushes a's blobs and manifest, and the referrers tag listing
+// it with what the tag listed before; nothing when the tag lists it.
+func pushIndex(ctx context.Context, sys *types.SystemContext, tagRef types.ImageReference, a *indexArtifact) (pushed bool, n int64, err error) {
+	referrers, err := readReferrersTag(ctx, sys, tagRef)
+	if err != nil && !errors.Is(err, ErrNoPublishedIndex) {
+		return false, 0, err
+	}
+	if listsArtifact(referrers, a.digest) {
+		return false, 0, nil
+	}
+	referrers.Manifests = append(referrers.Manifests, a.desc)
+	tagIndex, err := json.Marshal(referrers)
+	if err != nil {
+		return false, 0, err
+	}
+	dest, err := tagRef.NewImageDestination(ctx, sys)
+	if err != nil {
+		return false, 0, err
+	}
+	defer func() { err = errors.Join(err, dest.Close()) }()
+	cache := blobinfocache.DefaultCache(sys)
+	for _, b := range []struct {
+		data     []byte
+		desc     imgspecv1.Descriptor
+		isConfig bool
+	}{{imgspecv1.DescriptorEmptyJSON.Data, imgspecv1.DescriptorEmptyJSON, true}, {a.layer, imgspecv1.Descriptor{Digest: digest.FromBytes(a.layer), Size: int64(len(a.layer))}, false}} {
+		if _, err := dest.PutBlob(ctx, bytes.NewReader(b.data), types.BlobInfo{Digest: b.desc.Digest, Size: b.desc.Size}, cache, b.isConfig); err != nil {
+			return false, 0, fmt.Errorf("uploading %s: %w", b.desc.Digest, err)
+		}
+		n += int64(len(b.data))
+	}
+	if err := dest.PutManifest(ctx, a.manifest, &a.digest); err != nil {
+		return false, 0, fmt.Errorf("writing the index's manifest: %w", err)
+	}
+	if err := dest.PutManifest(ctx, tagIndex, nil); err != nil {
+		return false, 0, fmt.Errorf("writing the referrers tag: %w", err)
+	}
+	n += int64(len(a.manifest) + len(tagIndex))
+	return true, n, dest.Commit(ctx, nil)
+}
+
+// tagReference is the docker reference of the referrers tag of subject in
+// repo.
+func tagReference(repo string, subject digest.Digest) (types.ImageReference, reference.Named, error) {
+	named, err := reference.ParseNormalizedNamed(repo)
+	if err != nil {
+		return nil, nil, fmt.Errorf("index repository %q: %w", repo, err)
+	}
+	named = reference.TrimNamed(named)
+	tagged, err := reference.WithTag(named, subjectTag(subject))
+	if err != nil {
+		return nil, nil, err
+	}
+	ref, err := docker.NewReference(tagged)
+	return ref, named, err
+}
+
+// readReferrersTag returns the OCI index the referrers tag holds; an
+// empty index and ErrNoPublishedIndex when the tag is not there. A tag
+// that holds one of our artifacts' manifests itself reads as an index
+// listing it.
+func readReferrersTag(ctx context.Context, sys *types.SystemContext, tagRef types.ImageReference) (imgspecv1.Index, error) {
+	idx := imgspecv1.Index{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: imgspecv1.MediaTypeImageIndex, Manifests: []imgspecv1.Descriptor{}}
+	src, err := tagRef.NewImageSource(ctx, sys)
+	if isNotFound(err) {
+		return idx, ErrNoPublishedIndex
+	}
+	if err != nil {
+		return idx, err
+	}
+	defer src.Close()
+	b, mime, err := src.GetManifest(ctx, nil)
+	if isNotFound(err) {
+		return idx, ErrNoPublishedIndex
+	}
+	if err != nil {
+		return idx, err
+	}
+	return referrersIndex(b, mime)
+}
+
+// referrersIndex parses what a referrers tag or the referrers API
+// returned.
+func referrersIndex(b []byte, mime string) (imgspecv1.Index, error) {
+	idx := imgspecv1.Index{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: imgspecv1.MediaTypeImageIndex, Manifests: []imgspecv1.Descriptor{}}
+	switch mime {
+	case imgspecv1.MediaTypeImageIndex:
+		if err := json.Unmarshal(b, &idx); err != nil {
+			return idx, fmt.Errorf("parsing the referrers index: %w", err)
+		}
+		if idx.Manifests == nil {
+			idx.Manifests = []imgspecv1.Descriptor{}
+		}
+	case imgspecv1.MediaTypeImageManifest:
+		var m imgspecv1.Manifest
+		if err := json.Unmarshal(b, &m); err != nil {
+			return idx, fmt.Errorf("parsing the referrers tag's manifest: %w", err)
+		}
+		if m.ArtifactType == IndexArtifactType {
+			idx.Manifests = append(idx.Manifests, imgspecv1.Descriptor{MediaType: mime, ArtifactType: m.ArtifactType,
+				Digest: digest.FromBytes(b), Size: int64(len(b)), Annotations: m.Annotations})
+		}
+	}
+	return idx, nil
+}
+
+// isNotFound reports whether err is a registry's "manifest unknown" or
+// "repository unknown".
+func isNotFound(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ec errcode.ErrorCoder
+	if errors.As(err, &ec) && (ec.ErrorCode() == v2.ErrorCodeManifestUnknown || ec.ErrorCode() == v2.ErrorCodeNameUnknown) {
+		return true
+	}
+	s := err.Error()
+	return strings.Contains(s, "manifest unknown") || strings.Contains(s, "repository name not known") || strings.Contains(s, "not found")
+}
+
+// PullIndex finds the published index of base in the repository repo,
+// with the destination side's credentials and TLS settings (the
+// repository a build writes to, or the one the user names), and hands
+// its view to accept, which verifies and keeps it (baseindex.ImportView).
+// It reads the OCI referrers API first, then the referrers tag; of the
+// artifacts listed, the newest first, it tries each whose annotations
+// claim base's layer chain and format version. ErrNoPublishedIndex when
+// none is listed; when every one is refused, an error naming why.
+func PullIndex(ctx context.Context, repo string, base *Image, format int, opts Options, accept func(view []byte) error) (IndexTransfer, error) {
+	out := IndexTransfer{Repository: repo}
+	sys, err := opts.destinationContext()
+	if err != nil {
+		return out, err
+	}
+	tagRef, named, err := tagReference(repo, base.digest)
+	if err != nil {
+		return out, err
+	}
+	var idx imgspecv1.Index
+	err = opts.Retry.do(ctx, func() error {
+		var n int64
+		idx, n, err = listReferrers(ctx, sys, named, base.digest)
+		out.Bytes += n
+		if err == nil {
+			return nil
+		}
+		idx, err = readReferrersTag(ctx, sys, tagRef)
+		return err
+	})
+	if err != nil {
+		return out, fmt.Errorf("%s: %w", repo, err)
+	}
+	want := chainAnnotations(base, format)
+	var refused []error
+	for _, d := range slices.Backward(idx.Manifests) {
+		if d.ArtifactType != IndexArtifactType || (d.Annotations[AnnotationIndexFormat] != "" && d.Annotations[AnnotationIndexFormat] != want[AnnotationIndexFormat]) {
+			continue
+		}
+		n, err := pullArtifact(ctx, sys, named, d, base, want, accept)
+		out.Bytes += n
+		if err == nil {
+			out.Manifest = d.Digest
+			return out, nil
+		}
+		refused = append(refused, fmt.Errorf("%s@%s: %w", repo, d.Digest, err))
+	}
+	if len(refused) == 0 {
+		return out, fmt.Errorf("%s: %w", repo, ErrNoPublishedIndex)
+	}
+	return out, fmt.Errorf("%w: %w", ErrIndexRefused, errors.Join(refused...))
+}
+
+// pullArtifact reads the artifact d of named, checks it claims base's
+// chain (want), and hands its view to accept. It returns the bytes it
+// read.
+func pullArtifact(ctx context.Context, sys *types.SystemContext, named reference.Named, d imgspecv1.Descriptor, base *Image, want map[string]string, accept func([]byte) error) (n int64, err error) {
+	if d.Size > maxIndexManifest {
+		return 0, fmt.Errorf("a manifest of %d bytes", d.Size)
+	}
+	digested, err := reference.WithDigest(named, d.Digest)
+	if err != nil {
+		return 0, err
+	}
+	ref, err := docker.NewReference(digested)
+	if err != nil {
+		return 0, err
+	}
+	src, err := ref.NewImageSource(ctx, sys)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { err = errors.Join(err, src.Close()) }()
+	b, _, err := src.GetManifest(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	n = int64(len(b))
+	if ok, err := manifest.MatchesDigest(b, d.Digest); err != nil || !ok {
+		return n, errors.New("the manifest does not match its digest")
+	}
+	layer, err := checkArtifact(b, base, want)
+	if err != nil {
+		return n, err
+	}
+	blob, err := readIndexBlob(ctx, src, layer)
+	n += int64(len(blob))
+	if err != nil {
+		return n, err
+	}
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderMaxMemory(maxIndexView), zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		return n, err
+	}
+	defer dec.Close()
+	view, err := dec.DecodeAll(blob, nil)
+	if err != nil {
+		return n, fmt.Errorf("decompressing the index: %w", err)
+	}
+	return n, accept(view)
+}
+
+// checkArtifact checks an artifact's manifest is an index of base's
+// layer chain, and returns its layer.
+func checkArtifact(b []byte, base *Image, want map[string]string) (imgspecv1.Descriptor, error) {
+	var m imgspecv1.Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return imgspecv1.Descriptor{}, fmt.Errorf("parsing the manifest: %w", err)
+	}
+	switch {
+	case m.MediaType != imgspecv1.MediaTypeImageManifest || m.ArtifactType != IndexArtifactType:
+		return imgspecv1.Descriptor{}, fmt.Errorf("not a base index (artifactType %q)", m.ArtifactType)
+	case m.Subject == nil || m.Subject.Digest != base.digest:
+		return imgspecv1.Descriptor{}, errors.New("the index is not for this base (subject)")
+	case len(m.Layers) != 1 || m.Layers[0].MediaType != IndexLayerType:
+		return imgspecv1.Descriptor{}, fmt.Errorf("want one layer of type %s", IndexLayerType)
+	case m.Layers[0].Size <= 0 || m.Layers[0].Size > maxIndexBlob:
+		return imgspecv1.Descriptor{}, fmt.Errorf("a layer of %d bytes", m.Layers[0].Size)
+	}
+	for k, v := range want {
+		if m.Annotations[k] != v {
+			return imgspecv1.Descriptor{}, fmt.Errorf("annotation %s = %q, want %q (this base's)", k, m.Annotations[k], v)
+		}
+	}
+	return m.Layers[0], nil
+}
+
+// readIndexBlob reads the artifact's layer, checking its size and digest.
+func readIndexBlob(ctx context.Context, src types.ImageSource, d imgspecv1.Descriptor) (_ []byte, err error) {
+	rc, _, err := src.GetBlob(ctx, types.BlobInfo{Digest: d.Digest, Size: d.Size}, none.NoCache)
+	if err != nil {
+		return nil, fmt.Errorf("reading the index blob: %w", err)
+	}
+	defer func() { err = errors.Join(err, rc.Close()) }()
+	b, err := io.ReadAll(io.LimitReader(rc, d.Size+1))
+	if err != nil {
+		return b, fmt.Errorf("reading the index blob: %w", err)
+	}
+	if int64(len(b)) != d.Size || digest.FromBytes(b) != d.Digest {
+		return b, fmt.Errorf("the index blob does not match its size and digest %s", d.Digest)
+	}
+	return b, nil
+}
