@@ -19,7 +19,7 @@ func TestSchema(t *testing.T) {
 	content := digest.FromString("content\n")
 	m := &manifest.Manifest{
 		MachineConfigs: []manifest.MachineConfig{{Name: "99-worker", Digest: digest.FromString("{}")}},
-		Base:           &manifest.Image{Reference: "oci:base:latest", Digest: digest.FromString("base")},
+		Base:           &manifest.ImageRef{Reference: "oci:base:latest", Digest: digest.FromString("base")},
 		Entries: []manifest.Entry{
 			{Path: "/etc", Type: manifest.Directory, Mode: 0o755, Source: src, Base: &manifest.BaseState{State: manifest.StateSame}},
 			{Path: "/etc/a.conf", Type: manifest.File, Mode: 0o644, Size: 8, Digest: content, Source: src,

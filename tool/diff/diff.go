@@ -152,7 +152,7 @@ func (o Options) baseOptions() image.BaseOptions {
 
 // sharedBaseOptions are the options of the base: baseOptions with the
 // shared index.
-func (o DiffOptions) sharedBaseOptions() image.BaseOptions {
+func (o Options) sharedBaseOptions() image.BaseOptions {
 	bo := o.baseOptions()
 	bo.Shared = o.SharedIndex
 	return bo
