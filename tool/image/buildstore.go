@@ -13,14 +13,14 @@ import (
 	"strconv"
 	"strings"
 
-	ciimage "github.com/containers/image/v5/image"
-	"github.com/containers/image/v5/manifest"
-	istorage "github.com/containers/image/v5/storage"
-	"github.com/containers/image/v5/transports/alltransports"
-	"github.com/containers/image/v5/types"
-	"github.com/containers/storage"
-	"github.com/containers/storage/pkg/archive"
 	"github.com/opencontainers/go-digest"
+	ciimage "go.podman.io/image/v5/image"
+	"go.podman.io/image/v5/manifest"
+	istorage "go.podman.io/image/v5/storage"
+	"go.podman.io/image/v5/transports/alltransports"
+	"go.podman.io/image/v5/types"
+	"go.podman.io/storage"
+	"go.podman.io/storage/pkg/archive"
 )
 
 // Store says where a containers-storage store is.

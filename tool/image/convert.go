@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/containers/image/v5/copy"
-	"github.com/containers/image/v5/pkg/compression"
+	"go.podman.io/image/v5/copy"
+	"go.podman.io/image/v5/pkg/compression"
 )
 
 // Convert copies the image src to dst (both transport references), with

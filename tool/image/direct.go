@@ -8,9 +8,9 @@ import (
 	"io"
 	"os"
 
-	"github.com/containers/image/v5/pkg/blobinfocache/none"
-	"github.com/containers/image/v5/types"
 	digest "github.com/opencontainers/go-digest"
+	"go.podman.io/image/v5/pkg/blobinfocache/none"
+	"go.podman.io/image/v5/types"
 )
 
 // appendDirect enables the direct path; tests turn it off to compare.

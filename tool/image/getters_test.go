@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	drivers "github.com/containers/storage/drivers"
+	drivers "go.podman.io/storage/drivers"
 )
 
 // fakeDriver hands out getters over dir, counting them.

@@ -14,9 +14,9 @@ import (
 	"strings"
 	"sync"
 
-	istorage "github.com/containers/image/v5/storage"
-	"github.com/containers/image/v5/types"
-	drivers "github.com/containers/storage/drivers"
+	istorage "go.podman.io/image/v5/storage"
+	"go.podman.io/image/v5/types"
+	drivers "go.podman.io/storage/drivers"
 
 	"github.com/mcbake/mcbake/internal/baseindex"
 )

@@ -11,11 +11,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/containers/image/v5/manifest"
 	"github.com/google/go-cmp/cmp"
 	digest "github.com/opencontainers/go-digest"
 	"github.com/opencontainers/image-spec/specs-go"
 	imgspecv1 "github.com/opencontainers/image-spec/specs-go/v1"
+	"go.podman.io/image/v5/manifest"
 )
 
 // wantLayers lists ti's layers as Open should report them. uncompressed is

@@ -11,10 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/containers/image/v5/pkg/cli/environment"
-	"github.com/containers/image/v5/signature"
-	"github.com/containers/image/v5/types"
 	imgspecv1 "github.com/opencontainers/image-spec/specs-go/v1"
+	"go.podman.io/image/v5/pkg/cli/environment"
+	"go.podman.io/image/v5/signature"
+	"go.podman.io/image/v5/types"
 )
 
 // Options carries the settings every image operation shares. The zero value

@@ -6,8 +6,8 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/containers/image/v5/types"
 	"github.com/google/go-cmp/cmp"
+	"go.podman.io/image/v5/types"
 )
 
 func TestSystemContext(t *testing.T) {

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/containers/common/pkg/auth"
-	"github.com/containers/common/pkg/retry"
-	"github.com/containers/image/v5/types"
+	"go.podman.io/common/pkg/auth"
+	"go.podman.io/common/pkg/retry"
+	"go.podman.io/image/v5/types"
 )
 
 // Registry is how one side of a copy talks to docker:// registries, with

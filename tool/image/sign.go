@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/containers/image/v5/copy"
-	"github.com/containers/image/v5/pkg/cli"
-	"github.com/containers/image/v5/signature"
-	"github.com/containers/image/v5/signature/sigstore"
+	"go.podman.io/image/v5/copy"
+	"go.podman.io/image/v5/pkg/cli"
+	"go.podman.io/image/v5/signature"
+	"go.podman.io/image/v5/signature/sigstore"
 )
 
 // Signing says how Append signs the image it writes, with skopeo's copy

@@ -12,11 +12,11 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/containers/image/v5/manifest"
-	"github.com/containers/image/v5/types"
-	"github.com/containers/storage"
 	digest "github.com/opencontainers/go-digest"
 	imgspecv1 "github.com/opencontainers/image-spec/specs-go/v1"
+	"go.podman.io/image/v5/manifest"
+	"go.podman.io/image/v5/types"
+	"go.podman.io/storage"
 	"golang.org/x/sys/unix"
 
 	"github.com/mcbake/mcbake/internal/atomicdir"

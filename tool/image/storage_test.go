@@ -9,9 +9,9 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/containers/storage"
 	digest "github.com/opencontainers/go-digest"
 	imgspecv1 "github.com/opencontainers/image-spec/specs-go/v1"
+	"go.podman.io/storage"
 )
 
 // TestAppendContainersStorage writes to and reads from a private vfs store.

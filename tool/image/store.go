@@ -5,10 +5,10 @@ import (
 	"log/slog"
 	"sync"
 
-	istorage "github.com/containers/image/v5/storage"
-	"github.com/containers/image/v5/types"
-	"github.com/containers/storage"
-	"github.com/containers/storage/pkg/reexec"
+	istorage "go.podman.io/image/v5/storage"
+	"go.podman.io/image/v5/types"
+	"go.podman.io/storage"
+	"go.podman.io/storage/pkg/reexec"
 )
 
 // InitReexec must run first in main (and in TestMain) of any program that

@@ -4,8 +4,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/containers/image/v5/types"
 	digest "github.com/opencontainers/go-digest"
+	"go.podman.io/image/v5/types"
 )
 
 // BlobProgress reports one blob of a write: new blobs as their bytes go

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/containers/image/v5/signature"
 	"github.com/google/go-cmp/cmp"
 	"github.com/opencontainers/go-digest"
+	"go.podman.io/image/v5/signature"
 
 	"github.com/mcbake/mcbake/tool/image"
 )

@@ -3,7 +3,7 @@ package buildah
 import (
 	"errors"
 
-	nettypes "github.com/containers/common/libnetwork/types"
+	nettypes "go.podman.io/common/libnetwork/types"
 )
 
 // errNoNetwork is what noNetwork answers to anything but its name.

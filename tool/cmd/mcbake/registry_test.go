@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/containers/image/v5/signature/sigstore"
 	"github.com/opencontainers/go-digest"
+	"go.podman.io/image/v5/signature/sigstore"
 
 	"github.com/mcbake/mcbake/internal/testing/testbase"
 	"github.com/mcbake/mcbake/tool/internal/testing/registrytest"
