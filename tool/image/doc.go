@@ -2,9 +2,10 @@
 //
 // It opens a base image from any supported transport, and writes that
 // base plus one new layer to a destination. It is the single package that
-// imports github.com/containers/image/v5, github.com/containers/storage
-// and github.com/containers/common, so moving to their go.podman.io
-// successors is a change to this package alone.
+// imports containers/image, containers/storage and containers/common
+// (go.podman.io/image/v5, go.podman.io/storage and go.podman.io/common,
+// the successors to the frozen github.com/containers modules; README.md,
+// "Libraries, and why").
 //
 // References always name their transport (oci:DIR[:TAG], oci-archive:FILE[:TAG],
 // docker-archive:FILE[:NAME:TAG], dir:DIR, containers-storage:NAME,

@@ -4,8 +4,8 @@
 // into a containers-transport destination: chroot isolation, an OCI
 // manifest, compressed layers, a fixed timestamp, a store of its own, and
 // no network backend. Engine plugs it into build.Run. It is the only
-// package that imports github.com/containers/buildah, so moving to
-// go.podman.io/buildah is a change to this package alone; the store and
+// package that imports buildah (github.com/containers/buildah v1.43.0:
+// README.md, "Libraries, and why", says why not go.podman.io/buildah); the store and
 // the SystemContext it hands to buildah come from package image, the only
 // one that imports containers/image and containers/storage.
 //
