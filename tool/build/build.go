@@ -27,19 +27,18 @@ import (
 	"github.com/opencontainers/go-digest"
 )
 
-// Options configure a build.
+// Options are what every operation of a build reads: the base and what
+// goes onto it. Prepare takes them; ImageOptions (Image) and
+// RenderOptions (RenderOnly) add what their operation writes.
 type Options struct {
-	// Base and Output are containers-transport references (Output is a
-	// directory for RenderOnly).
-	Base, Output   string
+	// Base is a containers-transport reference.
+	Base           string
 	MachineConfigs []*machineconfig.MachineConfig
 	// LoadMachineConfigs, when set, loads the MachineConfigs (replacing
 	// MachineConfigs) while the base is opened: on a warm build the two
 	// take about as long, and neither needs the other. Its error wins
 	// over the base's, and cancels the opening.
 	LoadMachineConfigs func() ([]*machineconfig.MachineConfig, error)
-	// Compression of the new layer: Gzip (default) or Zstd.
-	Compression string
 	// Timestamp is the mtime of every entry of the new layer and the
 	// image's creation time (from --timestamp or SOURCE_DATE_EPOCH); when
 	// zero, the base's creation time (see Prepared.Time).
@@ -53,21 +52,10 @@ type Options struct {
 	// SharedIndex says where the base's index is published and read
 	// from (image.SharedIndex).
 	SharedIndex image.SharedIndex
-	// PushProgress, when set, is told of every blob the append engine
-	// writes to the destination or finds there already.
-	PushProgress func(image.BlobProgress)
 	// Labels and Annotations are added to the image config's labels and
 	// the manifest's annotations (--label, --annotation); mcbake's own
 	// (io.mcbake.*, org.opencontainers.image.base.*) cannot be overridden.
 	Labels, Annotations map[string]string
-	// Engine builds the image; nil is the append engine (Image).
-	Engine Engine
-	// Platforms, when set, builds one image per platform of the base
-	// ("os/arch[/variant]", or AllPlatforms alone for every platform the
-	// base's image list names) and writes them under one image list (an
-	// OCI image index): the append engine only. Images.Platform is then
-	// ignored.
-	Platforms []string
 	// Guard, when set, is the revert guard's node binary: the guard
 	// (guard.Entries) goes into the new layer, recorded in the manifest
 	// as mcbake's own (docs/node.md, The revert guard). With no
@@ -79,54 +67,69 @@ type Options struct {
 	// arch (each platform of a multi-platform build has its own), in
 	// place of Guard.
 	GuardFor func(arch string) ([]byte, error)
+}
+
+// ImageOptions configure an image build (Image): the inputs, the
+// destination image and the engine that writes it.
+type ImageOptions struct {
+	Options
+	// Output is a containers-transport reference.
+	Output string
+	// Compression of the new layer: Gzip (default) or Zstd.
+	Compression string
+	// Engine builds the image from its Containerfile context; nil is
+	// the append engine, which appends the layer itself.
+	Engine Engine
+	// Platforms, when set, builds one image per platform of the base
+	// ("os/arch[/variant]", or AllPlatforms alone for every platform the
+	// base's image list names) and writes them under one image list (an
+	// OCI image index): the append engine only. Images.Platform is then
+	// ignored.
+	Platforms []string
+	// PushProgress, when set, is told of every blob the append engine
+	// writes to the destination or finds there already.
+	PushProgress func(image.BlobProgress)
+}
+
+// RenderOptions configure a render-only build (RenderOnly): the inputs
+// and the directory the build context goes to.
+type RenderOptions struct {
+	Options
+	// Dir is the directory of the build context (not an image reference).
+	Dir string
 	// ContainerfileAppend is a file of extra Containerfile instructions
-	// (RPM installs, say) for RenderOnly and engines that build a
-	// Containerfile; the append engine refuses it.
+	// (RPM installs, say) that ends the Containerfile ("" = none).
 	ContainerfileAppend string
 }
 
 // Engine builds the image of a prepared build from its Containerfile
 // context instead of appending the layer itself, e.g. build/buildah's.
-// Run calls it with the base closed (an engine opens the base again,
+// Image calls it with the base closed (an engine opens the base again,
 // possibly in the same store).
 type Engine interface {
 	// Build writes the image of p to opts.Output and returns the digest
 	// of its manifest. The image must start with p.BaseDiffIDs.
-	Build(ctx context.Context, p *Prepared, opts Options) (digest.Digest, error)
+	Build(ctx context.Context, p *Prepared, opts ImageOptions) (digest.Digest, error)
 }
 
-// ErrAppendNeedsNoContainerfile is returned when the append engine is
-// given Containerfile instructions: it builds no Containerfile.
-var ErrAppendNeedsNoContainerfile = errors.New("extra Containerfile instructions need a Containerfile engine (buildah) or a render-only build")
-
-// ErrPlatformsNeedAppend is returned for a multi-platform build with
-// another engine than append, or a render-only one.
-var ErrPlatformsNeedAppend = errors.New("a multi-platform build (an index) needs the append engine")
-
-// ErrPushNeedsAppend is returned when an engine other than append is given
-// signing or destination-only registry settings, which it cannot apply
-// (buildah reads and writes with one configuration).
-var ErrPushNeedsAppend = errors.New("signing and destination registry settings need the append engine")
-
-// Run builds the layered image with opts.Engine (the append engine when
-// nil).
-func Run(ctx context.Context, opts Options) (*Result, error) {
+// Image builds the layered image with opts.Engine, or with the append
+// engine when nil: one image, or with opts.Platforms an image list of
+// one image per platform (the append engine only).
+func Image(ctx context.Context, opts ImageOptions) (*Result, error) {
 	if err := opts.checkOutput(); err != nil {
 		return nil, err
 	}
-	if len(opts.Platforms) > 0 && opts.Engine != nil {
-		return nil, ErrPlatformsNeedAppend
-	}
-	if opts.Engine != nil && (opts.Images.Sign != (image.Signing{}) || opts.Images.Destination != (image.Registry{})) {
-		return nil, ErrPushNeedsAppend
-	}
 	if opts.Engine == nil {
-		if opts.ContainerfileAppend != "" {
-			return nil, ErrAppendNeedsNoContainerfile
-		}
-		return Image(ctx, opts)
+		return appendImage(ctx, opts)
 	}
-	p, err := prepareClosed(ctx, &opts)
+	if len(opts.Platforms) > 0 {
+		return nil, errors.New("a multi-platform build (an index) needs the append engine")
+	}
+	// Other engines read and write with one configuration (buildah).
+	if opts.Images.Sign != (image.Signing{}) || opts.Images.Destination != (image.Registry{}) {
+		return nil, errors.New("signing and destination registry settings need the append engine")
+	}
+	p, err := prepareClosed(ctx, &opts.Options)
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +144,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 // before it is downloaded), what would fail only once the image is
 // written: an output that is not an image reference, a compression
 // mcbake does not write, signing options that cannot work.
-func (o Options) checkOutput() error {
+func (o ImageOptions) checkOutput() error {
 	if _, err := image.ParseReference(o.Output); err != nil {
 		return fmt.Errorf("output: %w", err)
 	}
@@ -153,21 +156,18 @@ func (o Options) checkOutput() error {
 
 // RenderOnly is `mcbake build --render-only`: it renders the
 // MachineConfigs against opts.Base and writes the build context of
-// WriteContext into the directory opts.Output (not an image reference),
-// for buildah, podman, OpenShift Builds or Konflux to build.
-func RenderOnly(ctx context.Context, opts Options) (*Prepared, error) {
-	if len(opts.Platforms) > 0 {
-		return nil, ErrPlatformsNeedAppend
+// WriteContext into the directory opts.Dir, for buildah, podman,
+// OpenShift Builds or Konflux to build.
+func RenderOnly(ctx context.Context, opts RenderOptions) (*Prepared, error) {
+	if _, err := image.ParseReference(opts.Dir); err == nil {
+		return nil, fmt.Errorf("output %q is an image reference: a render-only build writes its Containerfile and context to a directory", opts.Dir)
 	}
-	if _, err := image.ParseReference(opts.Output); err == nil {
-		return nil, fmt.Errorf("output %q is an image reference: a render-only build writes its Containerfile and context to a directory", opts.Output)
-	}
-	p, err := prepareClosed(ctx, &opts)
+	p, err := prepareClosed(ctx, &opts.Options)
 	if err != nil {
 		return nil, err
 	}
-	if err := WriteContext(opts.Output, p, opts.ContainerfileAppend); err != nil {
-		return nil, fmt.Errorf("writing the build context %s: %w", opts.Output, err)
+	if err := WriteContext(opts.Dir, p, opts.ContainerfileAppend); err != nil {
+		return nil, fmt.Errorf("writing the build context %s: %w", opts.Dir, err)
 	}
 	return p, nil
 }
@@ -204,17 +204,14 @@ type PlatformResult struct {
 	ManifestDigest digest.Digest
 }
 
-// Image builds the layered image with the append engine: one image, or
-// with opts.Platforms an image list of one image per platform.
-func Image(ctx context.Context, opts Options) (_ *Result, err error) {
-	if err := opts.checkOutput(); err != nil {
-		return nil, err
-	}
+// appendImage builds the layered image with the append engine: one
+// image, or with opts.Platforms an image list of one image per platform.
+func appendImage(ctx context.Context, opts ImageOptions) (_ *Result, err error) {
 	if len(opts.Platforms) > 0 {
 		return multiPlatform(ctx, opts)
 	}
 	opts.SharedIndex.Later = true // published once the image is written
-	b, release, err := openBase(ctx, &opts)
+	b, release, err := openBase(ctx, &opts.Options)
 	if err != nil {
 		return nil, err
 	}
@@ -268,8 +265,8 @@ func (o *Options) loadMachineConfigs() error {
 
 // prepareAppend prepares the build on b and writes its new layer into
 // tmp: what image.Append needs.
-func prepareAppend(b *image.Base, opts Options, tmp string) (*Prepared, image.AppendOptions, error) {
-	p, err := Prepare(b, opts)
+func prepareAppend(b *image.Base, opts ImageOptions, tmp string) (*Prepared, image.AppendOptions, error) {
+	p, err := Prepare(b, opts.Options)
 	if err != nil {
 		return nil, image.AppendOptions{}, err
 	}

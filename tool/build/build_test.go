@@ -150,9 +150,9 @@ func (e *env) writeBase(t *testing.T, extra ...testbase.Layer) string {
 	return "oci:" + dir + ":latest"
 }
 
-func (e *env) options(base, output string, mcs []*machineconfig.MachineConfig) build.Options {
-	return build.Options{Base: base, Output: output, MachineConfigs: mcs, Images: e.images, CacheDir: e.cache,
-		Timestamp: time.Unix(1700000000, 0)}
+func (e *env) options(base, output string, mcs []*machineconfig.MachineConfig) build.ImageOptions {
+	return build.ImageOptions{Output: output, Options: build.Options{Base: base, MachineConfigs: mcs, Images: e.images, CacheDir: e.cache,
+		Timestamp: time.Unix(1700000000, 0)}}
 }
 
 // rmTool builds a static rm (rm -f -- PATH...) for the test base, whose
@@ -440,7 +440,7 @@ func TestBuildahMatchesAppend(t *testing.T) {
 				}
 			}
 			ctx := context.Background()
-			options := func(out string) build.Options {
+			options := func(out string) build.ImageOptions {
 				o := e.options(baseRef, "oci:"+filepath.Join(e.dir, out)+":latest", mcs)
 				if tt.guard {
 					o.Guard = testGuard
@@ -635,7 +635,7 @@ func (e *env) prepare(t *testing.T, baseRef string, mcs []*machineconfig.Machine
 		t.Fatal(err)
 	}
 	defer b.Close()
-	p, err := build.Prepare(b, opts)
+	p, err := build.Prepare(b, opts.Options)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -657,17 +657,16 @@ func TestWriteContext(t *testing.T) {
 	if err := os.Mkdir(filepath.Dir(dir), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	opts := e.options(baseRef, dir, parityMC(t, disableOpenvswitch))
-	opts.ContainerfileAppend = appendFile
+	opts := build.RenderOptions{Options: e.options(baseRef, "", parityMC(t, disableOpenvswitch)).Options, Dir: dir, ContainerfileAppend: appendFile}
 	// An image reference is not a directory to write the context to.
 	ref := opts
-	ref.Output = "oci:" + filepath.Join(e.dir, "ctx-ref") + ":latest"
+	ref.Dir = "oci:" + filepath.Join(e.dir, "ctx-ref") + ":latest"
 	if _, err := build.RenderOnly(context.Background(), ref); err == nil || !strings.Contains(err.Error(), "is an image reference") {
-		t.Errorf("RenderOnly(-o %s) = %v, want an image reference refused", ref.Output, err)
+		t.Errorf("RenderOnly(-o %s) = %v, want an image reference refused", ref.Dir, err)
 	}
-	if _, err := os.Lstat(ref.Output); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("RenderOnly(-o %s) wrote a directory by that name (%v)", ref.Output, err)
-		_ = os.RemoveAll(strings.Split(ref.Output, "/")[0])
+	if _, err := os.Lstat(ref.Dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("RenderOnly(-o %s) wrote a directory by that name (%v)", ref.Dir, err)
+		_ = os.RemoveAll(strings.Split(ref.Dir, "/")[0])
 	}
 	p, err := build.RenderOnly(context.Background(), opts)
 	if err != nil {
@@ -947,9 +946,9 @@ func TestFromReference(t *testing.T) {
 
 // buildahBuild builds with the buildah engine and the extra Containerfile
 // instructions of the file appendFile ("" = none).
-func buildahBuild(ctx context.Context, opts build.Options, appendFile string) (*build.Result, error) {
-	opts.Engine, opts.ContainerfileAppend = buildah.Engine{}, appendFile
-	return build.Run(ctx, opts)
+func buildahBuild(ctx context.Context, opts build.ImageOptions, appendFile string) (*build.Result, error) {
+	opts.Engine = buildah.Engine{ContainerfileAppend: appendFile}
+	return build.Image(ctx, opts)
 }
 
 // TestLoadMachineConfigsWhileOpening checks Options.LoadMachineConfigs: the
@@ -960,14 +959,14 @@ func TestLoadMachineConfigsWhileOpening(t *testing.T) {
 	base := e.writeBase(t)
 	mcs := parityMC(t, "")
 	direct := filepath.Join(e.dir, "direct")
-	want, err := build.Run(context.Background(), e.options(base, "oci:"+direct+":x", mcs))
+	want, err := build.Image(context.Background(), e.options(base, "oci:"+direct+":x", mcs))
 	if err != nil {
 		t.Fatal(err)
 	}
 	loaded := filepath.Join(e.dir, "loaded")
 	opts := e.options(base, "oci:"+loaded+":x", nil)
 	opts.LoadMachineConfigs = func() ([]*machineconfig.MachineConfig, error) { return mcs, nil }
-	got, err := build.Run(context.Background(), opts)
+	got, err := build.Image(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -980,7 +979,7 @@ func TestLoadMachineConfigsWhileOpening(t *testing.T) {
 	opts = e.options(base, "oci:"+filepath.Join(e.dir, "engine")+":x", nil)
 	opts.LoadMachineConfigs = func() ([]*machineconfig.MachineConfig, error) { return mcs, nil }
 	opts.Engine = &eng
-	if _, err := build.Run(context.Background(), opts); err != nil {
+	if _, err := build.Image(context.Background(), opts); err != nil {
 		t.Fatal(err)
 	}
 	if len(eng.opts.MachineConfigs) != len(mcs) || eng.opts.LoadMachineConfigs != nil {
@@ -992,23 +991,23 @@ func TestLoadMachineConfigsWhileOpening(t *testing.T) {
 		out := filepath.Join(e.dir, "failed")
 		opts := e.options(b, "oci:"+out+":x", nil)
 		opts.LoadMachineConfigs = func() ([]*machineconfig.MachineConfig, error) { return nil, errLoad }
-		if _, err := build.Run(context.Background(), opts); !errors.Is(err, errLoad) || err.Error() != errLoad.Error() {
+		if _, err := build.Image(context.Background(), opts); !errors.Is(err, errLoad) || err.Error() != errLoad.Error() {
 			t.Errorf("base %s: Run() = %v, want only the loading error", b, err)
 		}
 		if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("base %s: a failed load left %s (%v)", b, out, err)
 		}
-		opts.Output = filepath.Join(e.dir, "render-only")
-		if _, err := build.RenderOnly(context.Background(), opts); !errors.Is(err, errLoad) {
+		ro := build.RenderOptions{Options: opts.Options, Dir: filepath.Join(e.dir, "render-only")}
+		if _, err := build.RenderOnly(context.Background(), ro); !errors.Is(err, errLoad) {
 			t.Errorf("base %s: RenderOnly() = %v, want the loading error", b, err)
 		}
 	}
 }
 
 // recordingEngine records the options it is given and builds nothing.
-type recordingEngine struct{ opts build.Options }
+type recordingEngine struct{ opts build.ImageOptions }
 
-func (r *recordingEngine) Build(_ context.Context, p *build.Prepared, opts build.Options) (digest.Digest, error) {
+func (r *recordingEngine) Build(_ context.Context, p *build.Prepared, opts build.ImageOptions) (digest.Digest, error) {
 	r.opts = opts
 	return digest.FromBytes(p.ManifestJSON), nil
 }

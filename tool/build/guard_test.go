@@ -147,19 +147,19 @@ func TestOutputCheckedFirst(t *testing.T) {
 	out := "oci:" + filepath.Join(t.TempDir(), "out") + ":latest"
 	for _, tc := range []struct {
 		name string
-		opts build.Options
+		opts build.ImageOptions
 		want string
 	}{
-		{"no transport", build.Options{Output: "nosuch:x"}, "missing transport"},
-		{"a compression mcbake does not write", build.Options{Output: out, Compression: "lz4"}, `compression "lz4"`},
-		{"GPG signing in a build without it", build.Options{Output: out, Images: image.Options{Sign: image.Signing{By: "me@example.com"}}}, "--sign-by me@example.com"},
-		{"a sigstore key that is not there", build.Options{Output: out, Images: image.Options{Sign: image.Signing{SigstorePrivateKey: "/nonexistent/cosign.key"}}}, "--sign-by-sigstore-private-key /nonexistent/cosign.key"},
-		{"a passphrase with no key", build.Options{Output: out, Images: image.Options{Sign: image.Signing{PassphraseFile: "/dev/null"}}}, "needs a key"},
+		{"no transport", build.ImageOptions{Output: "nosuch:x"}, "missing transport"},
+		{"a compression mcbake does not write", build.ImageOptions{Output: out, Compression: "lz4"}, `compression "lz4"`},
+		{"GPG signing in a build without it", build.ImageOptions{Output: out, Options: build.Options{Images: image.Options{Sign: image.Signing{By: "me@example.com"}}}}, "--sign-by me@example.com"},
+		{"a sigstore key that is not there", build.ImageOptions{Output: out, Options: build.Options{Images: image.Options{Sign: image.Signing{SigstorePrivateKey: "/nonexistent/cosign.key"}}}}, "--sign-by-sigstore-private-key /nonexistent/cosign.key"},
+		{"a passphrase with no key", build.ImageOptions{Output: out, Options: build.Options{Images: image.Options{Sign: image.Signing{PassphraseFile: "/dev/null"}}}}, "needs a key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := tc.opts
 			opts.Base, opts.Guard = base, testGuard
-			_, err := build.Run(context.Background(), opts)
+			_, err := build.Image(context.Background(), opts)
 			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "no-such-base") {
 				t.Errorf("Run = %v; want the output's error (%q), before the base is opened", err, tc.want)
 			}

@@ -14,14 +14,14 @@ import (
 	"github.com/mcbake/mcbake/tool/image"
 )
 
-// AllPlatforms, alone in Options.Platforms, builds every platform the
+// AllPlatforms, alone in ImageOptions.Platforms, builds every platform the
 // base's image list names.
 const AllPlatforms = "all"
 
 // multiPlatform builds one image per platform and writes them under one
 // image list (an OCI image index). Each platform's base is opened and
 // indexed on its own, and stays open until the list is written.
-func multiPlatform(ctx context.Context, opts Options) (_ *Result, err error) {
+func multiPlatform(ctx context.Context, opts ImageOptions) (_ *Result, err error) {
 	if err := opts.loadMachineConfigs(); err != nil {
 		return nil, err
 	}
@@ -73,8 +73,8 @@ func multiPlatform(ctx context.Context, opts Options) (_ *Result, err error) {
 	return res, nil
 }
 
-// platforms resolves Options.Platforms: AllPlatforms lists the base's.
-func (o Options) platforms(ctx context.Context) ([]string, error) {
+// platforms resolves ImageOptions.Platforms: AllPlatforms lists the base's.
+func (o ImageOptions) platforms(ctx context.Context) ([]string, error) {
 	if len(o.Platforms) != 1 || o.Platforms[0] != AllPlatforms {
 		return o.Platforms, nil
 	}

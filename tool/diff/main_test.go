@@ -84,8 +84,8 @@ func (e *env) build(baseRef, name string, files ...string) string {
 		e.t.Fatal(err)
 	}
 	out := "oci:" + filepath.Join(e.dir, name) + ":latest"
-	if _, err := build.Image(context.Background(), build.Options{Base: baseRef, Output: out, MachineConfigs: mcs, Images: e.opts,
-		Guard: []byte("#!/bin/sh\n# the revert guard of diff's tests\n")}); err != nil {
+	if _, err := build.Image(context.Background(), build.ImageOptions{Output: out, Options: build.Options{Base: baseRef, MachineConfigs: mcs, Images: e.opts,
+		Guard: []byte("#!/bin/sh\n# the revert guard of diff's tests\n")}}); err != nil {
 		e.t.Fatalf("build: %v", err)
 	}
 	return out

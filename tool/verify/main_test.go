@@ -132,8 +132,8 @@ func (e *env) buildWith(compression, baseRef, name string, files ...string) (str
 		e.t.Fatal(err)
 	}
 	out := "oci:" + filepath.Join(e.dir, name) + ":latest"
-	res, err := build.Image(context.Background(), build.Options{Base: baseRef, Output: out, MachineConfigs: mcs, Images: e.opts, Compression: compression,
-		Guard: testGuard})
+	res, err := build.Image(context.Background(), build.ImageOptions{Output: out, Compression: compression, Options: build.Options{Base: baseRef, MachineConfigs: mcs, Images: e.opts,
+		Guard: testGuard}})
 	if err != nil {
 		e.t.Fatalf("build: %v", err)
 	}

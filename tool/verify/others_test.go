@@ -31,7 +31,7 @@ func TestRunImageBuiltByOthers(t *testing.T) {
 	// The same image with the guard added by mcbake build (no
 	// MachineConfigs) is still one built by others, and guarded.
 	guarded := "oci:" + filepath.Join(e.dir, "others-guarded") + ":latest"
-	if _, err := build.Image(context.Background(), build.Options{Base: others, Output: guarded, Images: e.opts, Guard: testGuard}); err != nil {
+	if _, err := build.Image(context.Background(), build.ImageOptions{Output: guarded, Options: build.Options{Base: others, Images: e.opts, Guard: testGuard}}); err != nil {
 		t.Fatalf("adding the guard: %v", err)
 	}
 	rg := e.run(Options{MachineConfigs: []string{mc}, Base: e.base, Image: guarded})

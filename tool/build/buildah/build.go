@@ -16,8 +16,8 @@ import (
 )
 
 // Engine is the buildah engine as a build.Engine: it writes the build
-// context of build.WriteContext (with opts.ContainerfileAppend's
-// instructions at the end of the Containerfile) into a temporary directory
+// context of build.WriteContext (with ContainerfileAppend's instructions
+// at the end of the Containerfile) into a temporary directory
 // and builds it with buildah's library into opts.Output. The owned files
 // are the append engine's; the base's layers are reused, and the new layer
 // holds what the Containerfile changed.
@@ -25,10 +25,14 @@ import (
 // buildah's store is under opts.CacheDir (else $XDG_CACHE_HOME/mcbake)
 // unless opts.Images names a store or the base or the output is in
 // containers-storage, where the configured store is used.
-type Engine struct{}
+type Engine struct {
+	// ContainerfileAppend is a file of extra Containerfile instructions
+	// (RPM installs, say) that ends the Containerfile ("" = none).
+	ContainerfileAppend string
+}
 
 // Build implements build.Engine.
-func (Engine) Build(ctx context.Context, p *build.Prepared, opts build.Options) (_ digest.Digest, err error) {
+func (e Engine) Build(ctx context.Context, p *build.Prepared, opts build.ImageOptions) (_ digest.Digest, err error) {
 	tmpDir, err := atomicdir.MkdirTemp("", "mcbake-buildah-")
 	if err != nil {
 		return "", err
@@ -38,7 +42,7 @@ func (Engine) Build(ctx context.Context, p *build.Prepared, opts build.Options) 
 	defer func() { err = errors.Join(err, tmpDir.RemoveAll()) }()
 	tmp := tmpDir.Path
 	dir := filepath.Join(tmp, "context")
-	if err := build.WriteContext(dir, p, opts.ContainerfileAppend); err != nil {
+	if err := build.WriteContext(dir, p, e.ContainerfileAppend); err != nil {
 		return "", fmt.Errorf("writing the build context: %w", err)
 	}
 	eo, err := engineOptions(opts, p)
@@ -53,7 +57,7 @@ func (Engine) Build(ctx context.Context, p *build.Prepared, opts build.Options) 
 }
 
 // engineOptions turns build options into the buildah engine's.
-func engineOptions(opts build.Options, p *build.Prepared) (Options, error) {
+func engineOptions(opts build.ImageOptions, p *build.Prepared) (Options, error) {
 	cache := opts.CacheDir
 	if cache == "" {
 		dir, err := os.UserCacheDir()
@@ -76,7 +80,7 @@ func engineOptions(opts build.Options, p *build.Prepared) (Options, error) {
 
 // engineStore is the store the user named, the configured one when the
 // base or the output is in containers-storage, else one under cache.
-func engineStore(opts build.Options, cache string) image.Store {
+func engineStore(opts build.ImageOptions, cache string) image.Store {
 	im := opts.Images
 	if im.StorageRoot != "" || im.StorageRunRoot != "" || im.StorageDriver != "" {
 		return image.Store{Root: im.StorageRoot, RunRoot: im.StorageRunRoot, Driver: im.StorageDriver}

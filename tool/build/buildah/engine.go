@@ -3,7 +3,7 @@
 // It builds a Containerfile build context with buildah's imagebuildah
 // into a containers-transport destination: chroot isolation, an OCI
 // manifest, compressed layers, a fixed timestamp, a store of its own, and
-// no network backend. Engine plugs it into build.Run. It is the only
+// no network backend. Engine plugs it into build.Image. It is the only
 // package that imports buildah (github.com/containers/buildah v1.43.0:
 // README.md, "Libraries, and why", says why not go.podman.io/buildah); the store and
 // the SystemContext it hands to buildah come from package image, the only

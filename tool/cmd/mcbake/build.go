@@ -21,19 +21,21 @@ import (
 	"github.com/mcbake/mcbake/tool/internal/progress"
 )
 
+// buildFlags are the flags of mcbake build.
+type buildFlags struct {
+	files                      []string
+	img                        imageFlags
+	index                      indexFlags
+	base, output, compression  string
+	timestamp, digestFile      string
+	quiet, renderOnly, noGuard bool
+	guardBinary, engine        string
+	containerfileAppend        string
+	labels, annotations        []string
+}
+
 func newBuildCommand() *cobra.Command {
-	var (
-		files                 []string
-		img                   imageFlags
-		index                 indexFlags
-		opts                  build.Options
-		timestamp, digestFile string
-		quiet, renderOnly     bool
-		noGuard               bool
-		guardBinary           string
-		engine                string
-		labels, annotations   []string
-	)
+	f := &buildFlags{}
 	cmd := &cobra.Command{
 		Use:   "build --base IMAGE [-f MC...] -o IMAGE",
 		Short: "Bake MachineConfigs into a layered OS image, offline",
@@ -66,118 +68,163 @@ containers-storage:NAME or docker://REF.`,
   # every platform of a multi-platform base, under one index
   mcbake build --base docker://quay.io/org/rhcos:4.18 -f worker.yaml -o docker://quay.io/org/worker:4.18 --platform all`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			imgOpts, cacheDir, err := img.options(cmd)
-			if err != nil {
-				return err
-			}
-			opts.Images, opts.CacheDir = imgOpts, cacheDir
-			if p := opts.Images.Platform; p == build.AllPlatforms || strings.Contains(p, ",") {
-				opts.Platforms, opts.Images.Platform = strings.Split(p, ","), ""
-			}
-			if opts.Timestamp, err = buildTime(timestamp); err != nil {
-				return err
-			}
-			if opts.GuardFor, err = guardBinaryFor(noGuard, guardBinary, len(files)); err != nil {
-				return err
-			}
-			if len(files) > 0 {
-				opts.LoadMachineConfigs = func() ([]*machineconfig.MachineConfig, error) {
-					return cli.LoadMachineConfigs(cmd, files, cacheDir)
-				}
-			}
-			if opts.Labels, err = keyValues("--label", labels); err != nil {
-				return err
-			}
-			if opts.Annotations, err = keyValues("--annotation", annotations); err != nil {
-				return err
-			}
-			if opts.SharedIndex, err = index.shared(opts.Output, cmd.ErrOrStderr(), quiet); err != nil {
-				return err
-			}
-			rep := progress.New(cmd.ErrOrStderr(), quiet)
-			opts.Progress = func(layer string, total, n int64) { rep.Update("read "+short(layer), total, n) }
-			var pushed image.Transfer
-			opts.PushProgress = func(p image.BlobProgress) {
-				pushed.Add(p)
-				if !p.Skipped {
-					rep.Update("write "+short(p.Digest.String()), p.Size, p.Written)
-				}
-			}
-			if opts.Engine, err = engineNamed(engine); err != nil {
-				return err
-			}
-			if renderOnly {
-				p, err := build.RenderOnly(cmd.Context(), opts)
-				rep.Wait()
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: Containerfile and build context written\n", opts.Output)
-				return printSummary(cmd.ErrOrStderr(), opts.Output, p.Manifest)
-			}
-			digestOut, err := openOutput("--digestfile", digestFile, cmd.OutOrStdout())
-			if err != nil {
-				return err
-			}
-			defer digestOut.discard()
-			res, err := build.Run(cmd.Context(), opts)
-			rep.Wait()
-			if errors.Is(err, build.ErrAppendNeedsNoContainerfile) {
-				return errors.New("--containerfile-append needs --engine buildah or --render-only")
-			}
-			if errors.Is(err, build.ErrPushNeedsAppend) {
-				return errors.New("--sign-* and --dest-* need --engine append (buildah writes with the shared and --src-* settings)")
-			}
-			if errors.Is(err, build.ErrPlatformsNeedAppend) {
-				return errors.New("--platform all or a list builds an index: only with --engine append, without --render-only")
-			}
-			if err != nil {
-				return err
-			}
-			if err := digestOut.commit([]byte(res.Digest.String())); err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), res.Digest)
-			if quiet {
-				return nil
-			}
-			printTransfer(cmd.ErrOrStderr(), opts.Output, &pushed)
-			for _, p := range res.Platforms {
-				if err := printSummary(cmd.ErrOrStderr(), opts.Output+" "+p.Platform, p.Manifest); err != nil {
-					return err
-				}
-			}
-			if len(res.Platforms) > 0 {
-				return nil
-			}
-			return printSummary(cmd.ErrOrStderr(), opts.Output, res.Manifest)
-		},
+		RunE: f.run,
 	}
-	img.registerPush(cmd)
-	img.register(cmd)
-	index.register(cmd, " (default: the repository of a docker:// -o)")
-	addMachineConfigFlag(cmd, &files)
+	f.register(cmd)
+	return cmd
+}
+
+func (f *buildFlags) register(cmd *cobra.Command) {
+	f.img.registerPush(cmd)
+	f.img.register(cmd)
+	f.index.register(cmd, " (default: the repository of a docker:// -o)")
+	addMachineConfigFlag(cmd, &f.files)
 	fl := cmd.Flags()
-	fl.StringVar(&opts.Base, "base", "", "base image reference")
-	fl.StringVarP(&opts.Output, "output", "o", "", "destination image reference")
-	fl.StringVar(&opts.Compression, "compression", build.Gzip, "new layer compression: gzip or zstd")
-	fl.StringVar(&timestamp, "timestamp", "", "layer mtime and image creation time, Unix seconds (default: $SOURCE_DATE_EPOCH, else the base image's creation time)")
-	fl.StringVar(&digestFile, "digestfile", "", "write the resulting image digest to this file")
-	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress output")
-	fl.StringVar(&engine, "engine", engineAppend, "append (native, default) or buildah (buildah's library, from templates/Containerfile.tmpl)")
-	fl.BoolVar(&renderOnly, "render-only", false, "write the Containerfile and its context to -o DIR for an external builder, build nothing")
-	fl.StringArrayVar(&labels, "label", nil, "KEY=VALUE label for the image config; repeatable")
-	fl.StringArrayVar(&annotations, "annotation", nil, "KEY=VALUE annotation for the image manifest; repeatable")
-	fl.BoolVar(&noGuard, "no-revert-guard", false, "leave the revert guard out of the image (verify reports it, MCB025)")
-	fl.StringVar(&guardBinary, "guard-binary", "", "the revert guard's static node binary (default: the one built into mcbake)")
-	fl.StringVar(&opts.ContainerfileAppend, "containerfile-append", "", "extra Containerfile instructions (buildah engine and --render-only), e.g. RPM installs")
+	fl.StringVar(&f.base, "base", "", "base image reference")
+	fl.StringVarP(&f.output, "output", "o", "", "destination image reference")
+	fl.StringVar(&f.compression, "compression", build.Gzip, "new layer compression: gzip or zstd")
+	fl.StringVar(&f.timestamp, "timestamp", "", "layer mtime and image creation time, Unix seconds (default: $SOURCE_DATE_EPOCH, else the base image's creation time)")
+	fl.StringVar(&f.digestFile, "digestfile", "", "write the resulting image digest to this file")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress output")
+	fl.StringVar(&f.engine, "engine", engineAppend, "append (native, default) or buildah (buildah's library, from templates/Containerfile.tmpl)")
+	fl.BoolVar(&f.renderOnly, "render-only", false, "write the Containerfile and its context to -o DIR for an external builder, build nothing")
+	fl.StringArrayVar(&f.labels, "label", nil, "KEY=VALUE label for the image config; repeatable")
+	fl.StringArrayVar(&f.annotations, "annotation", nil, "KEY=VALUE annotation for the image manifest; repeatable")
+	fl.BoolVar(&f.noGuard, "no-revert-guard", false, "leave the revert guard out of the image (verify reports it, MCB025)")
+	fl.StringVar(&f.guardBinary, "guard-binary", "", "the revert guard's static node binary (default: the one built into mcbake)")
+	fl.StringVar(&f.containerfileAppend, "containerfile-append", "", "extra Containerfile instructions (buildah engine and --render-only), e.g. RPM installs")
 	_ = cmd.MarkFlagRequired("base")
 	completeImageRefs(cmd, "base", "output")
 	_ = cmd.MarkFlagRequired("output")
 	completeValues(cmd, "compression", build.Gzip, build.Zstd)
 	completeValues(cmd, "engine", engineAppend, engineBuildah)
-	return cmd
+}
+
+// run checks the flags, all before the base is opened, and runs the
+// operation they name: a render-only build or an image build.
+func (f *buildFlags) run(cmd *cobra.Command, _ []string) error {
+	in, platforms, err := f.inputs(cmd)
+	if err != nil {
+		return err
+	}
+	eng, err := engineNamed(f.engine, f.containerfileAppend)
+	if err != nil {
+		return err
+	}
+	if err := f.checkCombination(in.Images, platforms); err != nil {
+		return err
+	}
+	rep := progress.New(cmd.ErrOrStderr(), f.quiet)
+	in.Progress = func(layer string, total, n int64) { rep.Update("read "+short(layer), total, n) }
+	if f.renderOnly {
+		return f.renderContext(cmd, build.RenderOptions{Options: in, Dir: f.output, ContainerfileAppend: f.containerfileAppend}, rep)
+	}
+	return f.buildImage(cmd, build.ImageOptions{Options: in, Output: f.output, Compression: f.compression, Engine: eng, Platforms: platforms}, rep)
+}
+
+// inputs are the build's inputs the flags give, and the platforms of a
+// multi-platform build (--platform all or a list).
+func (f *buildFlags) inputs(cmd *cobra.Command) (in build.Options, platforms []string, err error) {
+	in.Base = f.base
+	if in.Images, in.CacheDir, err = f.img.options(cmd); err != nil {
+		return in, nil, err
+	}
+	if p := in.Images.Platform; p == build.AllPlatforms || strings.Contains(p, ",") {
+		platforms, in.Images.Platform = strings.Split(p, ","), ""
+	}
+	if in.Timestamp, err = buildTime(f.timestamp); err != nil {
+		return in, nil, err
+	}
+	if in.GuardFor, err = guardBinaryFor(f.noGuard, f.guardBinary, len(f.files)); err != nil {
+		return in, nil, err
+	}
+	if len(f.files) > 0 {
+		cacheDir := in.CacheDir
+		in.LoadMachineConfigs = func() ([]*machineconfig.MachineConfig, error) {
+			return cli.LoadMachineConfigs(cmd, f.files, cacheDir)
+		}
+	}
+	if in.Labels, err = keyValues("--label", f.labels); err != nil {
+		return in, nil, err
+	}
+	if in.Annotations, err = keyValues("--annotation", f.annotations); err != nil {
+		return in, nil, err
+	}
+	in.SharedIndex, err = f.index.shared(f.output, cmd.ErrOrStderr(), f.quiet)
+	return in, platforms, err
+}
+
+// checkCombination refuses the flags that the operation they name
+// (--render-only, --engine) cannot apply.
+func (f *buildFlags) checkCombination(images image.Options, platforms []string) error {
+	isAppend := f.engine == "" || f.engine == engineAppend
+	push := images.Sign != (image.Signing{}) || images.Destination != (image.Registry{})
+	switch {
+	case len(platforms) > 0 && (f.renderOnly || !isAppend):
+		return errors.New("--platform all or a list builds an index: only with --engine append, without --render-only")
+	case f.renderOnly:
+		return nil
+	case !isAppend && push:
+		return errors.New("--sign-* and --dest-* need --engine append (buildah writes with the shared and --src-* settings)")
+	case isAppend && f.containerfileAppend != "":
+		return errors.New("--containerfile-append needs --engine buildah or --render-only")
+	}
+	return nil
+}
+
+// renderContext is --render-only: it writes the build context to -o DIR.
+func (f *buildFlags) renderContext(cmd *cobra.Command, opts build.RenderOptions, rep *progress.Reporter) error {
+	p, err := build.RenderOnly(cmd.Context(), opts)
+	rep.Wait()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s: Containerfile and build context written\n", opts.Dir)
+	return printSummary(cmd.ErrOrStderr(), opts.Dir, p.Manifest)
+}
+
+// buildImage builds the image, writes its digest (stdout, --digestfile)
+// and, unless --quiet, what it sent and what it holds.
+func (f *buildFlags) buildImage(cmd *cobra.Command, opts build.ImageOptions, rep *progress.Reporter) error {
+	var pushed image.Transfer
+	opts.PushProgress = func(p image.BlobProgress) {
+		pushed.Add(p)
+		if !p.Skipped {
+			rep.Update("write "+short(p.Digest.String()), p.Size, p.Written)
+		}
+	}
+	digestOut, err := openOutput("--digestfile", f.digestFile, cmd.OutOrStdout())
+	if err != nil {
+		return err
+	}
+	defer digestOut.discard()
+	res, err := build.Image(cmd.Context(), opts)
+	rep.Wait()
+	if err != nil {
+		return err
+	}
+	if err := digestOut.commit([]byte(res.Digest.String())); err != nil {
+		return err
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), res.Digest)
+	if f.quiet {
+		return nil
+	}
+	return printBuilt(cmd.ErrOrStderr(), opts.Output, &pushed, res)
+}
+
+// printBuilt prints what the build sent and the summary of each image.
+func printBuilt(w io.Writer, dest string, pushed *image.Transfer, res *build.Result) error {
+	printTransfer(w, dest, pushed)
+	for _, p := range res.Platforms {
+		if err := printSummary(w, dest+" "+p.Platform, p.Manifest); err != nil {
+			return err
+		}
+	}
+	if len(res.Platforms) > 0 {
+		return nil
+	}
+	return printSummary(w, dest, res.Manifest)
 }
 
 // guardBinaryFor is the revert guard's binary a build bakes, for an image
@@ -208,13 +255,15 @@ const (
 	engineBuildah = "buildah"
 )
 
-// engineNamed is the build.Engine --engine names (nil: append).
-func engineNamed(name string) (build.Engine, error) {
+// engineNamed is the build.Engine --engine names (nil: append), with
+// the --containerfile-append file for an engine that builds a
+// Containerfile.
+func engineNamed(name, containerfileAppend string) (build.Engine, error) {
 	switch name {
 	case "", engineAppend:
 		return nil, nil
 	case engineBuildah:
-		return buildah.Engine{}, nil
+		return buildah.Engine{ContainerfileAppend: containerfileAppend}, nil
 	}
 	return nil, fmt.Errorf("--engine %q: want append or buildah", name)
 }

@@ -330,13 +330,13 @@ func (e *env) e2eBuild(t *testing.T, name string, b *e2eBase, files ...string) *
 func (e *env) e2eBuildMCs(t *testing.T, name string, b *e2eBase, mcs []*machineconfig.MachineConfig) *e2eImage {
 	t.Helper()
 	dir := filepath.Join(e.dir, name)
-	opts := build.Options{Base: b.ref, Output: "oci:" + dir + ":latest", MachineConfigs: mcs, Images: e.images,
-		CacheDir: e.cache, Timestamp: time.Unix(1700000000, 0)}
+	opts := build.ImageOptions{Output: "oci:" + dir + ":latest", Options: build.Options{Base: b.ref, MachineConfigs: mcs, Images: e.images,
+		CacheDir: e.cache, Timestamp: time.Unix(1700000000, 0)}}
 	res, err := build.Image(context.Background(), opts)
 	if err != nil {
 		t.Fatalf("build.Image(%s): %v", name, err)
 	}
-	p, err := build.Prepare(b.img, opts)
+	p, err := build.Prepare(b.img, opts.Options)
 	if err != nil {
 		t.Fatalf("build.Prepare(%s): %v", name, err)
 	}

@@ -258,13 +258,13 @@ func (f *fixture) secondImage(t *testing.T) (committed, *machineconfig.MachineCo
 
 // staleFiles are the /etc files of from's rendering that to's does not
 // have, one per line: what the daemon deletes on the update.
-func staleFiles(t *testing.T, ctx context.Context, from, to build.Options) []byte {
+func staleFiles(t *testing.T, ctx context.Context, from, to build.ImageOptions) []byte {
 	t.Helper()
-	paths := func(o build.Options) map[string]bool {
+	paths := func(o build.ImageOptions) map[string]bool {
 		b, err := image.OpenBase(ctx, o.Base, image.BaseOptions{Images: o.Images, CacheDir: o.CacheDir})
 		must(t, err)
 		defer b.Close()
-		p, err := build.Prepare(b, o)
+		p, err := build.Prepare(b, o.Options)
 		must(t, err)
 		out := map[string]bool{}
 		for _, e := range p.Rendered.Entries {

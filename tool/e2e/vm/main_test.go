@@ -8,7 +8,7 @@ import (
 )
 
 // TestMain lets containers/image run its re-executed helpers out of the
-// test binary (build.Run writes images through it).
+// test binary (build.Image writes images through it).
 func TestMain(m *testing.M) {
 	if image.InitReexec() {
 		return

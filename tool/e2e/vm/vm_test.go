@@ -101,7 +101,7 @@ type fixture struct {
 	// What made them, for scenarios that build more images: the build
 	// options of L (its base, layout, images and cache), its
 	// MachineConfigs, and the node binary (L's revert guard).
-	opts build.Options
+	opts build.ImageOptions
 	mcs  []*machineconfig.MachineConfig
 	node []byte
 	dir  string
@@ -404,10 +404,10 @@ func newFixtureFrom(t *testing.T, vmBase string) *fixture {
 	must(t, err)
 	// L carries the revert guard, as every image mcbake build makes.
 	f.node = nodeBinary(t, dir)
-	opts := build.Options{Base: "oci:" + layout + ":base", Output: "oci:" + layout + ":layered", MachineConfigs: mcs,
-		Images: imgs, CacheDir: filepath.Join(dir, "cache"), Guard: f.node}
+	opts := build.ImageOptions{Output: "oci:" + layout + ":layered", Options: build.Options{Base: "oci:" + layout + ":base", MachineConfigs: mcs,
+		Images: imgs, CacheDir: filepath.Join(dir, "cache"), Guard: f.node}}
 	f.opts, f.mcs, f.dir = opts, mcs, dir
-	if _, err := build.Run(ctx, opts); err != nil {
+	if _, err := build.Image(ctx, opts); err != nil {
 		t.Fatalf("mcbake build: %v", err)
 	}
 	ostreetest.Unpack(t, layout, "layered", f.lRoot)
@@ -462,12 +462,12 @@ func imageMeta(t *testing.T, layout, tag string) map[string]string {
 // mcdPayload is what the MCD writes on a node running the layered image:
 // the rendering the image baked, as a tar of its /etc and /var paths, and
 // the paths it removes.
-func mcdPayload(t *testing.T, ctx context.Context, opts build.Options) ([]byte, []byte) {
+func mcdPayload(t *testing.T, ctx context.Context, opts build.ImageOptions) ([]byte, []byte) {
 	t.Helper()
 	b, err := image.OpenBase(ctx, opts.Base, image.BaseOptions{Images: opts.Images, CacheDir: opts.CacheDir})
 	must(t, err)
 	defer b.Close()
-	p, err := build.Prepare(b, opts)
+	p, err := build.Prepare(b, opts.Options)
 	must(t, err)
 	entries := append([]render.Entry(nil), p.Rendered.Entries...)
 	sort.SliceStable(entries, func(i, j int) bool { return entries[i].Where() < entries[j].Where() })
