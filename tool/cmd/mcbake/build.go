@@ -150,7 +150,13 @@ func (f *buildFlags) inputs(cmd *cobra.Command) (in build.Options, platforms []s
 	if in.Annotations, err = keyValues("--annotation", f.annotations); err != nil {
 		return in, nil, err
 	}
-	in.SharedIndex, err = f.index.shared(f.output, cmd.ErrOrStderr(), f.quiet)
+	// A render-only build's -o is a directory, not a repository to
+	// publish the base's index to.
+	dest := f.output
+	if f.renderOnly {
+		dest = ""
+	}
+	in.SharedIndex, err = f.index.shared(dest, cmd.ErrOrStderr(), f.quiet)
 	return in, platforms, err
 }
 
