@@ -4,13 +4,12 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/opencontainers/go-digest"
+
+	"github.com/mcbake/mcbake/internal/testing/tarseeds"
 )
 
 // TestSparseLayer: a layer with a sparse file, as GNU tar writes one in
@@ -18,7 +17,7 @@ import (
 // archive/tar expands (tarparse.Reader stops at the file, and the scan reads the
 // layer again with archive/tar).
 func TestSparseLayer(t *testing.T) {
-	seeds := gnuSparseSeeds(t)
+	seeds := tarseeds.GNUSparse(t)
 	if len(seeds) == 0 {
 		t.Skip("no GNU tar to write a sparse file")
 	}
@@ -48,35 +47,4 @@ func TestSparseLayer(t *testing.T) {
 			t.Errorf("seed %d: Digest(sparse) = %s, %v, want %s", i, got, err, want)
 		}
 	}
-}
-
-// gnuSparseSeeds returns GNU tar's archives of a sparse file, in its GNU
-// and PAX formats (none when there is no GNU tar), as the seeds of
-// tarparse's FuzzTarReader do.
-func gnuSparseSeeds(tb testing.TB) [][]byte {
-	tb.Helper()
-	if _, err := exec.LookPath("tar"); err != nil {
-		return nil
-	}
-	dir := tb.TempDir()
-	f, err := os.Create(filepath.Join(dir, "sparse"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	f.WriteAt([]byte("head"), 0)
-	f.WriteAt([]byte("tail"), 1<<20)
-	f.Close()
-	var seeds [][]byte
-	for _, format := range []string{"gnu", "posix"} {
-		out := filepath.Join(dir, format+".tar")
-		if b, err := exec.Command("tar", "--sparse", "--format="+format, "-C", dir, "-cf", out, "sparse").CombinedOutput(); err != nil {
-			tb.Fatalf("tar --sparse: %v: %s", err, b)
-		}
-		b, err := os.ReadFile(out)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		seeds = append(seeds, b)
-	}
-	return seeds
 }

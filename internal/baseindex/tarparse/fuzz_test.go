@@ -9,14 +9,13 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/mcbake/mcbake/internal/testing/tarseeds"
 )
 
 // entryReader reads a tar stream: archive/tar's Reader or this package's.
@@ -273,35 +272,5 @@ func tarSeeds(tb testing.TB) [][]byte {
 	for _, name := range slices.Sorted(maps.Keys(edges)) {
 		seeds = append(seeds, edges[name])
 	}
-	return append(seeds, gnuSparseSeeds(tb)...)
-}
-
-// gnuSparseSeeds returns GNU tar's archives of a sparse file, in its GNU
-// and PAX formats (none when there is no GNU tar).
-func gnuSparseSeeds(tb testing.TB) [][]byte {
-	tb.Helper()
-	if _, err := exec.LookPath("tar"); err != nil {
-		return nil
-	}
-	dir := tb.TempDir()
-	f, err := os.Create(filepath.Join(dir, "sparse"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	f.WriteAt([]byte("head"), 0)
-	f.WriteAt([]byte("tail"), 1<<20)
-	f.Close()
-	var seeds [][]byte
-	for _, format := range []string{"gnu", "posix"} {
-		out := filepath.Join(dir, format+".tar")
-		if b, err := exec.Command("tar", "--sparse", "--format="+format, "-C", dir, "-cf", out, "sparse").CombinedOutput(); err != nil {
-			tb.Fatalf("tar --sparse: %v: %s", err, b)
-		}
-		b, err := os.ReadFile(out)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		seeds = append(seeds, b)
-	}
-	return seeds
+	return append(seeds, tarseeds.GNUSparse(tb)...)
 }
