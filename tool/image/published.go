@@ -17,11 +17,13 @@ import (
 	digest "github.com/opencontainers/go-digest"
 	"github.com/opencontainers/image-spec/specs-go"
 	imgspecv1 "github.com/opencontainers/image-spec/specs-go/v1"
+	"go.podman.io/image/v5/copy"
 	"go.podman.io/image/v5/docker"
 	"go.podman.io/image/v5/docker/reference"
 	"go.podman.io/image/v5/manifest"
 	"go.podman.io/image/v5/pkg/blobinfocache"
 	"go.podman.io/image/v5/pkg/blobinfocache/none"
+	"go.podman.io/image/v5/signature"
 	"go.podman.io/image/v5/types"
 )
 
@@ -72,6 +74,8 @@ type IndexTransfer struct {
 	Manifest   digest.Digest
 	// Pushed is false for a push that found the index already there.
 	Pushed bool
+	// Signed is true when the push signed the index (Options.Sign).
+	Signed bool
 	// Bytes are the bytes that went up or came down: manifests and blob.
 	Bytes int64
 }
@@ -153,8 +157,9 @@ func chainAnnotations(base *Image, format int) map[string]string {
 
 // PushIndex publishes view, the index of base in the format version
 // format, to the repository repo, with the destination side's
-// credentials and TLS settings. It pushes nothing when the referrers tag
-// already lists the same artifact. Two runners may push the same index
+// credentials and TLS settings, and signs it when opts.Sign says so
+// (signIndex). It pushes nothing when the referrers tag already lists the
+// same artifact. Two runners may push the same index
 // at once: both push the same blobs, manifest and tag content.
 func PushIndex(ctx context.Context, repo string, base *Image, format int, view []byte, opts Options) (IndexTransfer, error) {
 	out := IndexTransfer{Repository: repo}
@@ -179,7 +184,81 @@ func PushIndex(ctx context.Context, repo string, base *Image, format int, view [
 	if err != nil {
 		return out, fmt.Errorf("publishing the base index to %s: %w", repo, err)
 	}
+	if opts.Sign != (Signing{}) {
+		named, err := reference.ParseNormalizedNamed(repo)
+		if err != nil {
+			return out, err
+		}
+		if out.Signed, err = signIndex(ctx, sys, reference.TrimNamed(named), a.digest, out.Pushed, opts); err != nil {
+			return out, fmt.Errorf("signing the base index %s@%s: %w", repo, a.digest, err)
+		}
+	}
 	return out, nil
+}
+
+// signIndex signs the artifact d of named with opts.Sign, as Append signs
+// an image: the signature goes where the destination keeps them (sigstore
+// attachments when registries.d enables them, else the lookaside). An
+// artifact another runner had pushed already is signed only when opts'
+// signature policy does not accept it as it is, so that publishing again
+// adds no signature to one that already satisfies the policy, and an
+// unsigned one becomes usable under a policy that requires one.
+func signIndex(ctx context.Context, sys *types.SystemContext, named reference.Named, d digest.Digest, pushed bool, opts Options) (bool, error) {
+	ref, err := digestReference(named, d)
+	if err != nil {
+		return false, err
+	}
+	if !pushed {
+		pc, err := opts.policyContext()
+		if err != nil {
+			return false, err
+		}
+		err = checkIndexPolicy(ctx, sys, pc, ref)
+		if derr := pc.Destroy(); err == nil && derr != nil {
+			return false, derr
+		}
+		if err == nil {
+			return false, nil
+		}
+	}
+	co := &copy.Options{SourceCtx: sys, DestinationCtx: sys, ReportWriter: io.Discard, PreserveDigests: true}
+	if err := opts.Sign.apply(co); err != nil {
+		return false, err
+	}
+	// The copy onto itself reads the manifest and finds every blob there:
+	// what it writes is the manifest again (the same bytes) and the
+	// signatures, those the artifact had and the new one.
+	err = opts.Retry.do(ctx, func() error {
+		pc, err := signature.NewPolicyContext(acceptAnything())
+		if err != nil {
+			return err
+		}
+		_, err = copy.Image(ctx, pc, ref, ref, co)
+		return errors.Join(err, pc.Destroy())
+	})
+	return err == nil, err
+}
+
+// digestReference is the docker reference of named@d.
+func digestReference(named reference.Named, d digest.Digest) (types.ImageReference, error) {
+	digested, err := reference.WithDigest(named, d)
+	if err != nil {
+		return nil, err
+	}
+	return docker.NewReference(digested)
+}
+
+// checkIndexPolicy evaluates the signature policy on the artifact ref: a
+// policy that requires a signature for the index repository (a
+// sigstoreSigned or signedBy requirement in policy.json) refuses an
+// unsigned or wrongly signed index.
+func checkIndexPolicy(ctx context.Context, sys *types.SystemContext, pc *signature.PolicyContext, ref types.ImageReference) (err error) {
+	src, err := ref.NewImageSource(ctx, sys)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, src.Close()) }()
+	return checkPolicy(ctx, pc, src)
 }
 
 // racingPushes is how many times a push is tried while another runner
@@ -338,10 +417,12 @@ func isNotFound(err error) bool {
 // its view to accept, which verifies and keeps it (baseindex.ImportView).
 // It reads the OCI referrers API first, then the referrers tag; of the
 // artifacts listed, the newest first, it tries each whose annotations
-// claim base's layer chain and format version. ErrNoPublishedIndex when
-// none is listed; when every one is refused, an error naming why.
-func PullIndex(ctx context.Context, repo string, base *Image, format int, opts Options, accept func(view []byte) error) (IndexTransfer, error) {
-	out := IndexTransfer{Repository: repo}
+// claim base's layer chain and format version, and that opts' signature
+// policy accepts (a policy.json that requires a signature for the index
+// repository refuses an unsigned one). ErrNoPublishedIndex when none is
+// listed; when every one is refused, an error naming why.
+func PullIndex(ctx context.Context, repo string, base *Image, format int, opts Options, accept func(view []byte) error) (out IndexTransfer, err error) {
+	out = IndexTransfer{Repository: repo}
 	sys, err := opts.destinationContext()
 	if err != nil {
 		return out, err
@@ -365,12 +446,21 @@ func PullIndex(ctx context.Context, repo string, base *Image, format int, opts O
 		return out, fmt.Errorf("%s: %w", repo, err)
 	}
 	want := chainAnnotations(base, format)
+	pc, err := opts.policyContext()
+	if err != nil {
+		return out, err
+	}
+	defer func() {
+		if derr := pc.Destroy(); derr != nil {
+			err = errors.Join(err, derr)
+		}
+	}()
 	var refused []error
 	for _, d := range slices.Backward(idx.Manifests) {
 		if d.ArtifactType != IndexArtifactType || (d.Annotations[AnnotationIndexFormat] != "" && d.Annotations[AnnotationIndexFormat] != want[AnnotationIndexFormat]) {
 			continue
 		}
-		n, err := pullArtifact(ctx, sys, named, d, base, want, accept)
+		n, err := pullArtifact(ctx, sys, pc, named, d, base, want, accept)
 		out.Bytes += n
 		if err == nil {
 			out.Manifest = d.Digest
@@ -385,17 +475,13 @@ func PullIndex(ctx context.Context, repo string, base *Image, format int, opts O
 }
 
 // pullArtifact reads the artifact d of named, checks it claims base's
-// chain (want), and hands its view to accept. It returns the bytes it
-// read.
-func pullArtifact(ctx context.Context, sys *types.SystemContext, named reference.Named, d imgspecv1.Descriptor, base *Image, want map[string]string, accept func([]byte) error) (n int64, err error) {
+// chain (want) and that the signature policy pc accepts it, and hands its
+// view to accept. It returns the bytes it read.
+func pullArtifact(ctx context.Context, sys *types.SystemContext, pc *signature.PolicyContext, named reference.Named, d imgspecv1.Descriptor, base *Image, want map[string]string, accept func([]byte) error) (n int64, err error) {
 	if d.Size > maxIndexManifest {
 		return 0, fmt.Errorf("a manifest of %d bytes", d.Size)
 	}
-	digested, err := reference.WithDigest(named, d.Digest)
-	if err != nil {
-		return 0, err
-	}
-	ref, err := docker.NewReference(digested)
+	ref, err := digestReference(named, d.Digest)
 	if err != nil {
 		return 0, err
 	}
@@ -414,6 +500,9 @@ func pullArtifact(ctx context.Context, sys *types.SystemContext, named reference
 	}
 	layer, err := checkArtifact(b, base, want)
 	if err != nil {
+		return n, err
+	}
+	if err := checkPolicy(ctx, pc, src); err != nil {
 		return n, err
 	}
 	blob, err := readIndexBlob(ctx, src, layer)

@@ -85,9 +85,16 @@ func (f *imageFlags) registerPush(cmd *cobra.Command) {
 		completeDirs(cmd, side.prefix+"-cert-dir")
 		completeFiles(cmd, "json", side.prefix+"-authfile")
 	}
-	fl.StringVar(&f.opts.Sign.SigstorePrivateKey, "sign-by-sigstore-private-key", "", "sign the pushed image with this sigstore (cosign) private key file")
+	f.registerSigning(cmd, "the pushed image and the base index it publishes")
+}
+
+// registerSigning adds the signing flags, skopeo copy's, for a command
+// that signs what: the image it pushes, the base index it publishes.
+func (f *imageFlags) registerSigning(cmd *cobra.Command, what string) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.opts.Sign.SigstorePrivateKey, "sign-by-sigstore-private-key", "", "sign "+what+" with this sigstore (cosign) private key file")
 	fl.StringVar(&f.opts.Sign.PassphraseFile, "sign-passphrase-file", "", "file whose first line is the signing key's passphrase")
-	fl.StringVar(&f.opts.Sign.By, "sign-by", "", "sign with this GPG key (simple signing; not available in builds with the containers_image_openpgp tag)")
+	fl.StringVar(&f.opts.Sign.By, "sign-by", "", "sign "+what+" with this GPG key (simple signing; not available in builds with the containers_image_openpgp tag)")
 	completeFiles(cmd, "", "sign-by-sigstore-private-key", "sign-passphrase-file")
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -62,10 +63,14 @@ func printOrigin(w io.Writer, o image.IndexOrigin) {
 
 // printPublished says what publishing a base's index did.
 func printPublished(w io.Writer, t image.IndexTransfer) {
+	signed := ""
+	if t.Signed {
+		signed = ", signed"
+	}
 	if t.Pushed {
-		fmt.Fprintf(w, "base index: published to %s@%s (%d bytes uploaded)\n", t.Repository, t.Manifest, t.Bytes)
+		fmt.Fprintf(w, "base index: published to %s@%s (%d bytes uploaded)%s\n", t.Repository, t.Manifest, t.Bytes, signed)
 	} else {
-		fmt.Fprintf(w, "base index: already published at %s@%s\n", t.Repository, t.Manifest)
+		fmt.Fprintf(w, "base index: already published at %s@%s%s\n", t.Repository, t.Manifest, signed)
 	}
 }
 
@@ -127,6 +132,9 @@ func newIndexPushCommand() *cobra.Command {
 		Example: `  mcbake index push --base docker://quay.io/org/rhcos@sha256:... --index-repo quay.io/org/mcbake-index`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			if err := f.img.opts.Sign.Check(); err != nil {
+				return err
+			}
 			im, opts, cacheDir, repo, err := f.open(cmd)
 			if err != nil {
 				return err
@@ -143,14 +151,19 @@ func newIndexPushCommand() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s@%s\n", t.Repository, t.Manifest)
+			signed := ""
+			if t.Signed {
+				signed = " and signed"
+			}
 			if t.Pushed {
-				fmt.Fprintf(cmd.ErrOrStderr(), "base index: published (%d bytes uploaded)\n", t.Bytes)
+				fmt.Fprintf(cmd.ErrOrStderr(), "base index: published%s (%d bytes uploaded)\n", signed, t.Bytes)
 			} else {
-				fmt.Fprintln(cmd.ErrOrStderr(), "base index: already published; nothing pushed")
+				fmt.Fprintf(cmd.ErrOrStderr(), "base index: already published; nothing pushed%s\n", strings.Replace(signed, " and", ", but", 1))
 			}
 			return nil
 		},
 	}
+	f.img.registerSigning(cmd, "the published index")
 	f.register(cmd)
 	return cmd
 }

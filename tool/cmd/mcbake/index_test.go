@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/opencontainers/go-digest"
+	"go.podman.io/image/v5/signature/sigstore"
 
 	"github.com/mcbake/mcbake/internal/baseindex"
 	"github.com/mcbake/mcbake/internal/testing/testbase"
@@ -364,5 +365,76 @@ func TestPublishedIndexReferrersAPI(t *testing.T) {
 	}
 	if referrers != 1 || tagReads != 0 {
 		t.Errorf("the referrers API was asked %d times and the referrers tag read %d times, want 1 and 0", referrers, tagReads)
+	}
+}
+
+// TestPublishedIndexSigned: under a policy.json that requires a sigstore
+// key's signature for the index repositories, an index that index push
+// signed with the key (a sigstore attachment) is used by a cold build,
+// while an unsigned one is refused with a warning and the base scanned,
+// the same image either way. index push with the key onto the unsigned
+// index signs it, and it is used from then on; pushing again signs
+// nothing, the policy being satisfied.
+func TestPublishedIndexSigned(t *testing.T) {
+	e := newIndexEnv(t)
+	keys, err := sigstore.GenerateKeyPair([]byte("key passphrase"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	private := writeTestFile(t, "cosign.key", keys.PrivateKey)
+	public := writeTestFile(t, "cosign.pub", keys.PublicKey)
+	passphrase := writeTestFile(t, "passphrase", []byte("key passphrase\n"))
+	registriesD := t.TempDir()
+	writeFileIn(t, registriesD, "local.yaml", "docker:\n  "+e.reg.Host+":\n    use-sigstore-attachments: true\n")
+	e.policy = writeTestFile(t, "policy.json", []byte(`{"default": [{"type": "reject"}], "transports": {
+		"docker": {"": [{"type": "insecureAcceptAnything"}],
+			"`+e.repo("idx")+`": [{"type": "sigstoreSigned", "keyPath": "`+public+`"}]},
+		"oci": {"": [{"type": "insecureAcceptAnything"}]}}}`))
+	flags := append(e.creds(), "--registries.d", registriesD)
+	sign := []string{"--sign-by-sigstore-private-key", private, "--sign-passphrase-file", passphrase}
+	var artifact string
+	push := func(repo string, extra ...string) string {
+		t.Helper()
+		args := append(append([]string{"index", "push", "--base", e.base, "--index-repo", e.repo(repo)}, e.imageArgs()...), flags...)
+		code, stdout, stderr := e.run(append(args, extra...)...)
+		if code != 0 {
+			t.Fatalf("index push %s %v: exit %d\n%s", repo, extra, code, stderr)
+		}
+		_, artifact, _ = strings.Cut(strings.TrimSpace(stdout), "@")
+		return stderr
+	}
+	if stderr := push("idx/signed", sign...); !strings.Contains(stderr, "published and signed") {
+		t.Errorf("index push with a key: stderr does not say it signed\n%s", stderr)
+	}
+	checkSigstoreAttachmentOf(t, e.regEnv, "idx/signed", digest.Digest(artifact), public)
+	if stderr := push("idx/unsigned"); strings.Contains(stderr, "signed") {
+		t.Errorf("index push without a key says it signed\n%s", stderr)
+	}
+
+	want, _, _ := e.coldBuild(t, e.ref("ci/scan:latest"), "--no-publish-index")
+	cold := func(repo string) string {
+		t.Helper()
+		got, stderr, _ := e.coldBuild(t, e.ref("ci/"+strings.ReplaceAll(repo, "/", "-")+":latest"), "--registries.d", registriesD, "--index-repo", e.repo(repo), "--no-publish-index")
+		if got != want {
+			t.Errorf("build with --index-repo %s = %s, want %s", repo, got, want)
+		}
+		return stderr
+	}
+	if stderr := cold("idx/signed"); !strings.Contains(stderr, "base index: from the registry, "+e.repo("idx/signed")+"@") {
+		t.Errorf("the signed index was not used\n%s", stderr)
+	}
+	if stderr := cold("idx/unsigned"); !strings.Contains(stderr, "base index: scanned") ||
+		!strings.Contains(stderr, "level=WARN") || !strings.Contains(stderr, "signature") {
+		t.Errorf("the unsigned index: want a warning naming the signature and a scan\n%s", stderr)
+	}
+
+	if stderr := push("idx/unsigned", sign...); !strings.Contains(stderr, "nothing pushed, but signed") {
+		t.Errorf("index push with a key onto the unsigned index: stderr does not say it signed it\n%s", stderr)
+	}
+	if stderr := cold("idx/unsigned"); !strings.Contains(stderr, "base index: from the registry") {
+		t.Errorf("the index signed afterwards was not used\n%s", stderr)
+	}
+	if stderr := push("idx/signed", sign...); strings.Contains(stderr, "signed") {
+		t.Errorf("index push with a key onto a signed index signed it again\n%s", stderr)
 	}
 }

@@ -368,6 +368,15 @@ func checkSigstoreAttachment(t *testing.T, r *regEnv, repo, publicKey string) {
 	if err := json.Unmarshal(r.skopeo(t, "inspect", "--cert-dir", r.reg.CertDir, "--creds", pass, r.ref(repo+":latest")), &img); err != nil {
 		t.Fatal(err)
 	}
+	checkSigstoreAttachmentOf(t, r, repo, img.Digest, publicKey)
+}
+
+// checkSigstoreAttachmentOf checks the sigstore signature of repo@d as
+// checkSigstoreAttachment does.
+func checkSigstoreAttachmentOf(t *testing.T, r *regEnv, repo string, d digest.Digest, publicKey string) {
+	t.Helper()
+	pass := registrytest.User + ":" + registrytest.Password
+	img := struct{ Digest digest.Digest }{d}
 	dir := filepath.Join(t.TempDir(), "sig")
 	sigRef := r.ref(repo + ":" + img.Digest.Algorithm().String() + "-" + img.Digest.Encoded() + ".sig")
 	r.skopeo(t, "copy", "--quiet", "--insecure-policy", "--src-cert-dir", r.reg.CertDir, "--src-creds", pass, sigRef, "dir:"+dir)
