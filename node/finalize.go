@@ -82,7 +82,7 @@ func Finalized(ctx context.Context, o FinalizedOptions) (*FinalizedReport, error
 	if err != nil {
 		return nil, err
 	}
-	res, err := render.Render(machineconfig.Merge(mcs), root)
+	res, err := render.Render(ctx, machineconfig.Merge(mcs), root)
 	err = errors.Join(err, root.Close())
 	if err != nil {
 		return nil, err
@@ -356,7 +356,7 @@ func Check(ctx context.Context, o CheckOptions) (*BootCheck, error) {
 	if err != nil {
 		return nil, err
 	}
-	bc.Report, err = Validate(root, mcs)
+	bc.Report, err = Validate(ctx, root, mcs)
 	if err = errors.Join(err, root.Close()); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"testing"
 
 	"github.com/opencontainers/go-digest"
@@ -40,7 +41,7 @@ func openRoot(t *testing.T, dir string) *Root {
 // Rewrite and Validate do.
 func renderOnNode(t *testing.T, mcs []*machineconfig.MachineConfig, dir string) *render.Result {
 	t.Helper()
-	res, err := renderOn(openRoot(t, dir), mcs)
+	res, err := renderOn(context.Background(), openRoot(t, dir), mcs)
 	if err != nil {
 		t.Fatalf("rendering against %s: %v", dir, err)
 	}

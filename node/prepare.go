@@ -245,7 +245,7 @@ func planPrepare(ctx context.Context, s *Sysroot, booted, staged *Deployment, mc
 		return nil, err
 	}
 	defer stagedRoot.Close()
-	res, err := render.Render(machineconfig.Merge(mcs), stagedRoot)
+	res, err := render.Render(ctx, machineconfig.Merge(mcs), stagedRoot)
 	if err != nil {
 		return nil, err
 	}

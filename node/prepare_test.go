@@ -151,7 +151,7 @@ func setupMC(t testing.TB, mc string, editL func(lRoot string), o ostreetest.Sta
 		t.Fatal(err)
 	}
 	defer base.Close()
-	res, err := render.Render(machineconfig.Merge(mcs), base)
+	res, err := render.Render(context.Background(), machineconfig.Merge(mcs), base)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,7 @@ func Rewrite(ctx context.Context, root *Root, p *revert.Plan, mcs []*machineconf
 	if err := checkPlanImage(root, p); err != nil {
 		return nil, err
 	}
-	res, err := renderOn(root, mcs)
+	res, err := renderOn(ctx, root, mcs)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -122,8 +123,8 @@ type Report struct {
 // there), nor are the files the certificate writer manages (the MCD does
 // not validate them either). It writes nothing. An error means the MachineConfigs could not be
 // rendered or root could not be read.
-func Validate(root *Root, mcs []*machineconfig.MachineConfig) (*Report, error) {
-	res, err := renderOn(root, mcs)
+func Validate(ctx context.Context, root *Root, mcs []*machineconfig.MachineConfig) (*Report, error) {
+	res, err := renderOn(ctx, root, mcs)
 	if err != nil {
 		return nil, err
 	}
@@ -132,8 +133,8 @@ func Validate(root *Root, mcs []*machineconfig.MachineConfig) (*Report, error) {
 
 // renderOn renders the MachineConfigs against root, as the
 // machine-config-daemon would write them there.
-func renderOn(root *Root, mcs []*machineconfig.MachineConfig) (*render.Result, error) {
-	return render.Render(machineconfig.Merge(mcs), root)
+func renderOn(ctx context.Context, root *Root, mcs []*machineconfig.MachineConfig) (*render.Result, error) {
+	return render.Render(ctx, machineconfig.Merge(mcs), root)
 }
 
 // check compares root with a rendering (see Validate).

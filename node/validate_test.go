@@ -126,7 +126,7 @@ func TestOnDisk(t *testing.T) {
 // "PATH KIND,KIND".
 func validated(t *testing.T, dir string, mcs []*machineconfig.MachineConfig) []string {
 	t.Helper()
-	rep, err := Validate(openRoot(t, dir), mcs)
+	rep, err := Validate(context.Background(), openRoot(t, dir), mcs)
 	if err != nil {
 		t.Fatal(err)
 	}

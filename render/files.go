@@ -1,6 +1,7 @@
 package render
 
 import (
+	"context"
 	"io"
 
 	"github.com/mcbake/mcbake/fstree"
@@ -11,12 +12,12 @@ import (
 // Files loads the MachineConfigs the paths name (see machineconfig.Load),
 // merges them and renders them against root (nil for none). It returns
 // the rendering and its ownership manifest.
-func Files(paths []string, stdin io.Reader, root fstree.Tree) (*Result, *manifest.Manifest, error) {
+func Files(ctx context.Context, paths []string, stdin io.Reader, root fstree.Tree) (*Result, *manifest.Manifest, error) {
 	mcs, err := machineconfig.Load(paths, stdin)
 	if err != nil {
 		return nil, nil, err
 	}
-	res, err := Render(machineconfig.Merge(mcs), root)
+	res, err := Render(ctx, machineconfig.Merge(mcs), root)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -34,7 +35,7 @@ func FuzzRender(f *testing.F) {
 		if len(mcs) == 0 {
 			return
 		}
-		res, err := Render(machineconfig.Merge(mcs), nil)
+		res, err := Render(context.Background(), machineconfig.Merge(mcs), nil)
 		if err != nil {
 			return
 		}

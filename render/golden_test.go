@@ -51,7 +51,7 @@ func loadFixture(t testing.TB, p string) []*machineconfig.MachineConfig {
 
 func renderManifest(t testing.TB, mcs []*machineconfig.MachineConfig, root fstree.Tree) (*Result, *manifest.Manifest, []byte) {
 	t.Helper()
-	res, err := Render(machineconfig.Merge(mcs), root)
+	res, err := Render(context.Background(), machineconfig.Merge(mcs), root)
 	if err != nil {
 		t.Fatalf("Render() = %v", err)
 	}

@@ -11,6 +11,7 @@ package render
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -99,12 +100,17 @@ func (res *Result) Manifest(mcs []*machineconfig.MachineConfig) *manifest.Manife
 
 // Render renders m against root (nil: an empty root, where nothing exists
 // and no owner name resolves). It reports every problem found, joined.
-func Render(m *machineconfig.Merged, root fstree.Tree) (*Result, error) {
+// Once ctx is done it stops at the next file or stage and returns ctx's
+// error.
+func Render(ctx context.Context, m *machineconfig.Merged, root fstree.Tree) (*Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	hasRoot := root != nil
 	if root == nil {
 		root = fstree.Empty
 	}
-	r := &renderer{m: m, root: root, hasRoot: hasRoot,
+	r := &renderer{ctx: ctx, m: m, root: root, hasRoot: hasRoot,
 		index:   map[string]int{},
 		storage: map[string]machineconfig.Source{}}
 	// The current config, the merged config as the MCD encodes it, is
@@ -123,11 +129,12 @@ func Render(m *machineconfig.Merged, root fstree.Tree) (*Result, error) {
 	if r.owners, err = newOwners(root); err != nil {
 		return nil, err
 	}
-	r.files()
-	r.directories()
-	r.storageLinks()
-	r.units()
-	r.sshKeys()
+	for _, stage := range []func(){r.files, r.directories, r.storageLinks, r.units, r.sshKeys} {
+		stage()
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
 	cur := <-current
 	r.currentConfig(cur.b, cur.err)
 	if err := r.owners.err(); err != nil {
@@ -141,6 +148,7 @@ func Render(m *machineconfig.Merged, root fstree.Tree) (*Result, error) {
 }
 
 type renderer struct {
+	ctx        context.Context
 	m          *machineconfig.Merged
 	root       fstree.Tree
 	hasRoot    bool // a root was given: presets decide units without enabled
@@ -245,6 +253,9 @@ func (r *renderer) claim(p string, src machineconfig.Source) bool {
 
 func (r *renderer) files() {
 	for _, f := range r.m.Files {
+		if r.ctx.Err() != nil {
+			return // Render returns the error
+		}
 		src := f.Source
 		if !r.claim(f.Path, src) {
 			continue

@@ -2,9 +2,11 @@ package render
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha512"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -481,7 +483,7 @@ func TestRenderMerge(t *testing.T) {
 	)
 	const unitB = "[Unit]\nDescription=b\n"
 	m := machineconfig.Merge(mcs)
-	res, err := Render(m, nil)
+	res, err := Render(context.Background(), m, nil)
 	if err != nil {
 		t.Fatalf("Render() = %v", err)
 	}
@@ -529,7 +531,7 @@ func TestRenderRefusesUncheckedPaths(t *testing.T) {
 				File:   types.File{Node: types.Node{Path: tt.path}},
 				Source: machineconfig.Source{MachineConfig: "00-u", Field: "spec.config.storage.files[0]"},
 			}}}
-			_, err := Render(m, nil)
+			_, err := Render(context.Background(), m, nil)
 			if err == nil || err.Error() != tt.want {
 				t.Errorf("Render(file %q) = %v, want %q", tt.path, err, tt.want)
 			}
@@ -567,5 +569,36 @@ func TestHardLinkTargets(t *testing.T) {
 	_, err = renderDocs(t, root, mcDoc("00-h", `"storage":{"links":[{"path":"/etc/h","target":"/etc/hosts","hard":true}]}`))
 	if err == nil || !strings.Contains(err.Error(), "target /etc/hosts is not a file the MachineConfigs write") {
 		t.Errorf("Render(hard link to a root file) = %v, want a refusal", err)
+	}
+}
+
+// cancellingTree cancels a context on its first ReadFile.
+type cancellingTree struct {
+	fstree.Tree
+	cancel context.CancelFunc
+}
+
+func (c cancellingTree) ReadFile(p string) ([]byte, error) {
+	c.cancel()
+	return c.Tree.ReadFile(p)
+}
+
+// TestRenderStopsWhenCancelled: once ctx is done, Render returns its
+// error and no rendering: cancelled before it starts, and while it reads
+// the root.
+func TestRenderStopsWhenCancelled(t *testing.T) {
+	mcs := parseDocs(t, mcDoc("00-a", `"storage":{"files":[{"path":"/etc/a","contents":{"source":"data:,a"}},{"path":"/etc/b","contents":{"source":"data:,b"}}]},`))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if res, err := Render(ctx, machineconfig.Merge(mcs), nil); !errors.Is(err, context.Canceled) || res != nil {
+		t.Errorf("Render(a cancelled context) = %v, %v; want nil and context.Canceled", res, err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	if res, err := Render(ctx, machineconfig.Merge(mcs), cancellingTree{fstree.Empty, cancel}); !errors.Is(err, context.Canceled) || res != nil {
+		t.Errorf("Render(cancelled while reading the root) = %v, %v; want nil and context.Canceled", res, err)
+	}
+	if _, err := Render(context.Background(), machineconfig.Merge(mcs), fstree.Empty); err != nil {
+		t.Errorf("Render(not cancelled) = %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package render
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/base64"
 	"fmt"
 	"os"
@@ -44,7 +45,7 @@ func parseDocs(t testing.TB, docs ...string) []*machineconfig.MachineConfig {
 // renderDocs parses, merges and renders docs against root.
 func renderDocs(t testing.TB, root fstree.Tree, docs ...string) (*Result, error) {
 	t.Helper()
-	return Render(machineconfig.Merge(parseDocs(t, docs...)), root)
+	return Render(context.Background(), machineconfig.Merge(parseDocs(t, docs...)), root)
 }
 
 // makeRoot creates a root directory: each key is a path relative to the

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 
@@ -744,7 +745,7 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Render(machineconfig.Merge(mcs), nil)
+	res, err := Render(context.Background(), machineconfig.Merge(mcs), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -151,7 +152,7 @@ func runCase(t *testing.T, rp *systemdtest.Replayer, c sdCase) (mcbake, mcd sdOu
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Render(merged, root)
+	res, err := Render(context.Background(), merged, root)
 	mcbake.err = err
 	if err := root.Close(); err != nil {
 		t.Fatal(err)

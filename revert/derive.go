@@ -24,7 +24,7 @@ func Derive(ctx context.Context, m *machineconfig.Merged, layered, base fstree.T
 	if err := ctx.Err(); err != nil {
 		return Ownership{}, err
 	}
-	onNode, err := render.Render(m, layered)
+	onNode, err := render.Render(ctx, m, layered)
 	if err != nil {
 		return Ownership{}, fmt.Errorf("rendering the MachineConfigs against the image: %w", err)
 	}
@@ -32,7 +32,7 @@ func Derive(ctx context.Context, m *machineconfig.Merged, layered, base fstree.T
 	if err := ctx.Err(); err != nil {
 		return Ownership{}, err
 	}
-	onBase, err := render.Render(m, base)
+	onBase, err := render.Render(ctx, m, base)
 	if err != nil {
 		return Ownership{}, fmt.Errorf("rendering the MachineConfigs against the base: %w", err)
 	}

@@ -25,13 +25,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: library BASE_DIGEST BASE_DIR NODE_ROOT MC...")
 		os.Exit(2)
 	}
-	if err := run(digest.Digest(os.Args[1]), os.Args[2], os.Args[3], os.Args[4:]); err != nil {
+	if err := run(context.Background(), digest.Digest(os.Args[1]), os.Args[2], os.Args[3], os.Args[4:]); err != nil {
 		fmt.Fprintln(os.Stderr, "library:", err)
 		os.Exit(2)
 	}
 }
 
-func run(baseDigest digest.Digest, baseDir, rootDir string, files []string) error {
+func run(ctx context.Context, baseDigest digest.Digest, baseDir, rootDir string, files []string) error {
 	mcs, err := machineconfig.Load(files, nil)
 	if err != nil {
 		return err
@@ -41,7 +41,7 @@ func run(baseDigest digest.Digest, baseDir, rootDir string, files []string) erro
 		return err
 	}
 	defer base.Close()
-	res, err := render.Render(machineconfig.Merge(mcs), base) // what the image bakes
+	res, err := render.Render(ctx, machineconfig.Merge(mcs), base) // what the image bakes
 	if err != nil {
 		return err
 	}
@@ -51,7 +51,7 @@ func run(baseDigest digest.Digest, baseDir, rootDir string, files []string) erro
 		return err
 	}
 	image := manifest.ImageRef{Reference: "rendered", Digest: digest.FromBytes(raw)}
-	report, err := revert.Diff(context.Background(), m, image, manifest.ImageRef{Reference: baseDir, Digest: baseDigest}, base)
+	report, err := revert.Diff(ctx, m, image, manifest.ImageRef{Reference: baseDir, Digest: baseDigest}, base)
 	if err != nil {
 		return err
 	}
@@ -64,7 +64,7 @@ func run(baseDigest digest.Digest, baseDir, rootDir string, files []string) erro
 		return err
 	}
 	defer root.Close()
-	actions, err := node.Rewrite(context.Background(), root, plan, mcs, node.RewriteOptions{})
+	actions, err := node.Rewrite(ctx, root, plan, mcs, node.RewriteOptions{})
 	for _, a := range actions {
 		fmt.Printf("%s %s %v\n", a.Op, a.Path, a.Kinds)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -39,7 +40,7 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := run(digest.FromString("base"), base, root, []string{mc}); err != nil {
+	if err := run(context.Background(), digest.FromString("base"), base, root, []string{mc}); err != nil {
 		t.Fatalf("run: %v", err)
 	}
 	for _, p := range []string{"etc/example.conf", "etc/systemd/system/example.service", "etc/systemd/system/multi-user.target.wants/example.service"} {

@@ -143,7 +143,7 @@ every mismatch listed.`,
 			if err != nil {
 				return err
 			}
-			rep, err := node.Validate(in.root, in.mcs)
+			rep, err := node.Validate(cmd.Context(), in.root, in.mcs)
 			if err = errors.Join(err, in.root.Close()); err != nil {
 				return err
 			}

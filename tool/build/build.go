@@ -181,7 +181,7 @@ func prepareClosed(ctx context.Context, opts *Options) (p *Prepared, err error) 
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, b.Close()); release() }()
-	return Prepare(b, *opts)
+	return Prepare(ctx, b, *opts)
 }
 
 // Result describes a built image.
@@ -221,7 +221,7 @@ func appendImage(ctx context.Context, opts ImageOptions) (_ *Result, err error) 
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, tmpDir.RemoveAll()) }()
-	p, ao, err := prepareAppend(b, opts, tmpDir.Path)
+	p, ao, err := prepareAppend(ctx, b, opts, tmpDir.Path)
 	if err != nil {
 		return nil, err
 	}
@@ -265,8 +265,8 @@ func (o *Options) loadMachineConfigs() error {
 
 // prepareAppend prepares the build on b and writes its new layer into
 // tmp: what image.Append needs.
-func prepareAppend(b *image.Base, opts ImageOptions, tmp string) (*Prepared, image.AppendOptions, error) {
-	p, err := Prepare(b, opts.Options)
+func prepareAppend(ctx context.Context, b *image.Base, opts ImageOptions, tmp string) (*Prepared, image.AppendOptions, error) {
+	p, err := Prepare(ctx, b, opts.Options)
 	if err != nil {
 		return nil, image.AppendOptions{}, err
 	}
@@ -334,8 +334,9 @@ func (o Options) guardFor(arch string) ([]byte, error) {
 
 // Prepare renders the MachineConfigs against an opened base and records
 // the manifest, with the base's state of every owned path. With none,
-// and opts.Guard, it prepares a guard-only build.
-func Prepare(b *image.Base, opts Options) (*Prepared, error) {
+// and opts.Guard, it prepares a guard-only build. Once ctx is done it
+// stops rendering and returns ctx's error.
+func Prepare(ctx context.Context, b *image.Base, opts Options) (*Prepared, error) {
 	tree := b.Tree()
 	p := &Prepared{BaseRef: opts.Base, BaseDigest: b.Digest(), Tree: tree, Time: opts.timeFor(b.Image.Config().Created)}
 	p.ExtraLabels, p.ExtraAnnotations = maps.Clone(opts.Labels), maps.Clone(opts.Annotations)
@@ -361,7 +362,7 @@ func Prepare(b *image.Base, opts Options) (*Prepared, error) {
 		return p, nil
 	}
 	merged := machineconfig.Merge(opts.MachineConfigs)
-	res, err := render.Render(merged, tree)
+	res, err := render.Render(ctx, merged, tree)
 	if err != nil {
 		return nil, err
 	}

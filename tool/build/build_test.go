@@ -635,7 +635,7 @@ func (e *env) prepare(t *testing.T, baseRef string, mcs []*machineconfig.Machine
 		t.Fatal(err)
 	}
 	defer b.Close()
-	p, err := build.Prepare(b, opts.Options)
+	p, err := build.Prepare(context.Background(), b, opts.Options)
 	if err != nil {
 		t.Fatal(err)
 	}

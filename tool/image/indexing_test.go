@@ -148,7 +148,7 @@ func indexForm(t *testing.T, f baseForm, mcs []*machineconfig.MachineConfig, cac
 			t.Errorf("layer %s read from %q, want %q", l.Digest, got, want)
 		}
 	}
-	p, err := build.Prepare(b, build.Options{Base: f.ref, MachineConfigs: mcs})
+	p, err := build.Prepare(context.Background(), b, build.Options{Base: f.ref, MachineConfigs: mcs})
 	if err != nil {
 		t.Fatal(err)
 	}

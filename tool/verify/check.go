@@ -70,8 +70,8 @@ func (c *checker) run(ctx context.Context) {
 		c.clashes()
 		c.owners()
 	}
-	c.render()
-	c.imageRules()
+	c.render(ctx)
+	c.imageRules(ctx)
 	c.revert(ctx)
 	c.skipByInputs()
 }

@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"context"
 	"path"
 	"strings"
 
@@ -21,11 +22,11 @@ const kubeconfig = "/etc/kubernetes/kubeconfig"
 // (comparedItems). Anything else the daemon writes otherwise than
 // ignition-apply by design is not compared (docs/design.md, "Images built
 // by others").
-func (c *checker) contentMismatch() {
+func (c *checker) contentMismatch(ctx context.Context) {
 	img := c.image
 	m := c.inputFor(true)
 	m.SSHKeys = nil // Ignition skips passwd: nothing to compare
-	res, err := render.Render(m, img.tree)
+	res, err := render.Render(ctx, m, img.tree)
 	if err != nil {
 		c.skip(RuleContentMismatch, "the MachineConfigs could not be rendered against the image: "+firstLine(err))
 		return

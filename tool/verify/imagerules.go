@@ -20,7 +20,7 @@ import (
 
 // imageRules checks the layered image (MCB008, MCB009, MCB012, MCB015,
 // MCB025, MCB026).
-func (c *checker) imageRules() {
+func (c *checker) imageRules(ctx context.Context) {
 	img := c.image
 	if img == nil {
 		return
@@ -38,7 +38,7 @@ func (c *checker) imageRules() {
 		for _, id := range []string{RuleManifestDrift, RuleStaleImage, RuleBaseMismatch} {
 			c.skip(id, "the image has no mcbake manifest (built by others)")
 		}
-		c.contentMismatch()
+		c.contentMismatch(ctx)
 		return
 	}
 	// An image with mcbake's manifest: MCB008 and MCB009 check it.

@@ -157,7 +157,7 @@ func (e *env) prepare(baseRef string, files ...string) *build.Prepared {
 		e.t.Fatal(err)
 	}
 	defer b.Close()
-	p, err := build.Prepare(b, build.Options{Base: baseRef, MachineConfigs: mcs})
+	p, err := build.Prepare(context.Background(), b, build.Options{Base: baseRef, MachineConfigs: mcs})
 	if err != nil {
 		e.t.Fatal(err)
 	}

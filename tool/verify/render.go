@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"context"
 	"errors"
 	"path"
 	"strings"
@@ -19,10 +20,13 @@ const maxRenders = 8
 // (MCB001 for content that does not decode, MCB014 otherwise), its item
 // left out, and the render retried, so that one bad item does not hide
 // the rest.
-func (c *checker) render() {
+func (c *checker) render(ctx context.Context) {
 	for i := 0; i < maxRenders; i++ {
 		m := c.renderInput()
-		res, err := render.Render(m, c.root)
+		res, err := render.Render(ctx, m, c.root)
+		if ctx.Err() != nil {
+			return // Run returns ctx's error
+		}
 		if err == nil {
 			c.rendered = res
 			c.skippedEnablement()

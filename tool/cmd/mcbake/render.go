@@ -41,7 +41,7 @@ parent symlinks are followed.`,
 			if err != nil {
 				return err
 			}
-			res, err := render.Render(machineconfig.Merge(mcs), r)
+			res, err := render.Render(cmd.Context(), machineconfig.Merge(mcs), r)
 			if err != nil {
 				return err
 			}

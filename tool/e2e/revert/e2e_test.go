@@ -336,7 +336,7 @@ func (e *env) e2eBuildMCs(t *testing.T, name string, b *e2eBase, mcs []*machinec
 	if err != nil {
 		t.Fatalf("build.Image(%s): %v", name, err)
 	}
-	p, err := build.Prepare(b.img, opts.Options)
+	p, err := build.Prepare(context.Background(), b.img, opts.Options)
 	if err != nil {
 		t.Fatalf("build.Prepare(%s): %v", name, err)
 	}
@@ -584,7 +584,7 @@ func e2eRewrite(t *testing.T, newRoot string, rep *revert.Report, l *e2eImage, o
 			t.Errorf("Rewrite left %s unchanged, but ostree clobbered it", a.Path)
 		}
 	}
-	od, err := node.Validate(root, l.mcs)
+	od, err := node.Validate(context.Background(), root, l.mcs)
 	if err != nil {
 		t.Fatalf("Validate: %v", err)
 	}

@@ -143,7 +143,7 @@ func (e *env) ignitionImage(t *testing.T, name string, b *e2eBase, mcs []*machin
 	root := filepath.Join(e.dir, name+"-root")
 	ostreetest.Unpack(t, dir, "latest", root)
 	ref := "oci:" + dir + ":latest"
-	res, err := render.Render(machineconfig.Merge(mcs), e.openBase(t, ref).Tree())
+	res, err := render.Render(context.Background(), machineconfig.Merge(mcs), e.openBase(t, ref).Tree())
 	if err != nil {
 		t.Fatalf("rendering against the ignition-built image: %v", err)
 	}

@@ -264,7 +264,7 @@ func staleFiles(t *testing.T, ctx context.Context, from, to build.ImageOptions) 
 		b, err := image.OpenBase(ctx, o.Base, image.BaseOptions{Images: o.Images, CacheDir: o.CacheDir})
 		must(t, err)
 		defer b.Close()
-		p, err := build.Prepare(b, o.Options)
+		p, err := build.Prepare(context.Background(), b, o.Options)
 		must(t, err)
 		out := map[string]bool{}
 		for _, e := range p.Rendered.Entries {

@@ -467,7 +467,7 @@ func mcdPayload(t *testing.T, ctx context.Context, opts build.ImageOptions) ([]b
 	b, err := image.OpenBase(ctx, opts.Base, image.BaseOptions{Images: opts.Images, CacheDir: opts.CacheDir})
 	must(t, err)
 	defer b.Close()
-	p, err := build.Prepare(b, opts.Options)
+	p, err := build.Prepare(context.Background(), b, opts.Options)
 	must(t, err)
 	entries := append([]render.Entry(nil), p.Rendered.Entries...)
 	sort.SliceStable(entries, func(i, j int) bool { return entries[i].Where() < entries[j].Where() })
