@@ -30,6 +30,10 @@ func TestBuildFlagCombinations(t *testing.T) {
 			"--sign-* and --dest-* need --engine append (buildah writes with the shared and --src-* settings)"},
 		{"destination credentials with buildah", []string{"-o", image, "--engine", "buildah", "--dest-creds", "me:secret"},
 			"--sign-* and --dest-* need --engine append (buildah writes with the shared and --src-* settings)"},
+		{"signing a render-only build", []string{"-o", ctxDir, "--render-only", "--sign-by-sigstore-private-key", filepath.Join(dir, "cosign.key")},
+			"--sign-* and --dest-* need an image build: --render-only writes a directory and pushes nothing"},
+		{"destination credentials for a render-only build", []string{"-o", ctxDir, "--render-only", "--dest-tls-verify=false"},
+			"--sign-* and --dest-* need an image build: --render-only writes a directory and pushes nothing"},
 		{"Containerfile instructions with append", []string{"-o", image, "--containerfile-append", filepath.Join(dir, "extra")},
 			"--containerfile-append needs --engine buildah or --render-only"},
 	}
