@@ -1,12 +1,10 @@
 package fstree
 
 import (
-	"os"
 	"path"
-	"path/filepath"
-	"sort"
-	"strings"
 	"testing"
+
+	"github.com/mcbake/mcbake/internal/testing/roottest"
 )
 
 // makeTree creates a tree on disk: each key is a path relative to the
@@ -15,38 +13,8 @@ import (
 func makeTree(t testing.TB, spec map[string]string) *Dir {
 	t.Helper()
 	dir := t.TempDir()
-	writeTree(t, dir, spec)
+	roottest.Write(t, dir, spec)
 	return openDir(t, dir)
-}
-
-// writeTree creates makeTree's spec under dir.
-func writeTree(t testing.TB, dir string, spec map[string]string) {
-	t.Helper()
-	keys := make([]string, 0, len(spec))
-	for k := range spec {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		p := filepath.Join(dir, k)
-		v := spec[k]
-		var err error
-		switch {
-		case strings.HasSuffix(k, "/"):
-			err = os.MkdirAll(p, 0o755)
-		case strings.HasPrefix(v, "-> "):
-			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
-				err = os.Symlink(strings.TrimPrefix(v, "-> "), p)
-			}
-		default:
-			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
-				err = os.WriteFile(p, []byte(v), 0o644)
-			}
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 // openDir opens dir as a Dir, closed when the test ends.

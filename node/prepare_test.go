@@ -61,40 +61,10 @@ spec:
 
 const unitFile = "[Service]\nExecStart=/usr/bin/true\n[Install]\nWantedBy=multi-user.target\n"
 
-// writeTree writes files (path -> content; "-> T" a symlink, a trailing
-// "/" a directory) under dir.
-func writeTree(t testing.TB, dir string, files map[string]string) {
-	t.Helper()
-	keys := make([]string, 0, len(files))
-	for k := range files {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		p := filepath.Join(dir, k)
-		v := files[k]
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		var err error
-		switch {
-		case strings.HasSuffix(k, "/"):
-			err = os.MkdirAll(p, 0o755)
-		case strings.HasPrefix(v, "-> "):
-			err = os.Symlink(strings.TrimPrefix(v, "-> "), p)
-		default:
-			err = os.WriteFile(p, []byte(v), 0o644)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // baseTree is the base image B: accounts, systemd units, one of them
 // enabled, and a hostname.
 func baseTree(t testing.TB, dir string) {
-	writeTree(t, dir, map[string]string{
+	roottest.Write(t, dir, map[string]string{
 		"etc/passwd":          "root:x:0:0:root:/root:/bin/sh\ncore:x:1000:1000::/var/home/core:/bin/sh\n",
 		"etc/group":           "root:x:0:\ncore:x:1000:\n",
 		"etc/hostname":        "localhost\n",
@@ -577,10 +547,10 @@ func TestPrepareRecordBounded(t *testing.T) {
 	s, booted, staged := deployments(t, st)
 	stagedRecord := filepath.Join(staged.Dir, node.RecordDir, node.RecordFile)
 	varDir := filepath.Join(staged.Var(), node.VarRecordDir)
-	writeTree(t, staged.Dir, map[string]string{
+	roottest.Write(t, staged.Dir, map[string]string{
 		strings.TrimPrefix(node.RecordDir, "/") + "/" + node.RecordFile: "[" + strings.Repeat(" ", 5<<20) + "]",
 	})
-	writeTree(t, varDir, map[string]string{node.RecordFile: "{not a history"})
+	roottest.Write(t, varDir, map[string]string{node.RecordFile: "{not a history"})
 	for run := range node.MaxHistory + 2 {
 		now := time.Date(2026, 12, 5, 10, 0, run, 0, time.UTC)
 		rec, err := node.Prepare(context.Background(), s, booted, staged, node.PrepareOptions{MachineConfigs: mcs, Now: func() time.Time { return now }})
@@ -625,7 +595,7 @@ func TestPrepareRecordBounded(t *testing.T) {
 func TestPrepareLabels(t *testing.T) {
 	st, mcs, _ := setup(t)
 	s, booted, staged := deployments(t, st)
-	writeTree(t, staged.Dir, map[string]string{
+	roottest.Write(t, staged.Dir, map[string]string{
 		"etc/selinux/config": "SELINUX=enforcing\nSELINUXTYPE=targeted\n",
 		"etc/selinux/targeted/contexts/files/file_contexts": `/etc(/.*)?	system_u:object_r:etc_t:s0
 /etc/systemd/system(/.*)?	system_u:object_r:systemd_unit_file_t:s0

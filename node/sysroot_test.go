@@ -107,9 +107,9 @@ func TestSweepTemporaries(t *testing.T) {
 		"etc/mcbake-linked":                    "-> ../../outside-etc",
 		"outside-etc/.x.mcbake-0123456789ab":   "behind a symlink",
 	}
-	writeTree(t, staged.Dir, leftovers)
-	writeTree(t, staged.Dir, kept)
-	writeTree(t, varDir, map[string]string{".record.json.mcbake-0123456789ab": "{"})
+	roottest.Write(t, staged.Dir, leftovers)
+	roottest.Write(t, staged.Dir, kept)
+	roottest.Write(t, varDir, map[string]string{".record.json.mcbake-0123456789ab": "{"})
 	rec, err := node.Prepare(context.Background(), s, booted, staged, node.PrepareOptions{MachineConfigs: mcs})
 	if err != nil {
 		t.Fatalf("Prepare: %v", err)
@@ -134,7 +134,7 @@ func TestSweepTemporaries(t *testing.T) {
 	// The shutdown guard's sweep: the staged deployment has no bootloader
 	// entry until finalization.
 	unstage(t, st)
-	writeTree(t, staged.Dir, leftovers)
+	roottest.Write(t, staged.Dir, leftovers)
 	removed, err := node.SweepTemporaries(context.Background(), st.Sysroot)
 	if err != nil {
 		t.Fatalf("SweepTemporaries: %v", err)

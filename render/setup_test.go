@@ -6,16 +6,16 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
+
+	"github.com/mcbake/mcbake/internal/testing/roottest"
+
+	"github.com/opencontainers/go-digest"
 
 	"github.com/mcbake/mcbake/fstree"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
-	"github.com/opencontainers/go-digest"
 )
 
 // mcDoc returns a MachineConfig object in JSON with the given Ignition
@@ -54,38 +54,8 @@ func renderDocs(t testing.TB, root fstree.Tree, docs ...string) (*Result, error)
 func makeRoot(t testing.TB, spec map[string]string) *fstree.Dir {
 	t.Helper()
 	dir := t.TempDir()
-	writeTree(t, dir, spec)
+	roottest.Write(t, dir, spec)
 	return openDir(t, dir)
-}
-
-// writeTree creates makeRoot's spec under dir.
-func writeTree(t testing.TB, dir string, spec map[string]string) {
-	t.Helper()
-	keys := make([]string, 0, len(spec))
-	for k := range spec {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		p := filepath.Join(dir, k)
-		v := spec[k]
-		var err error
-		switch {
-		case strings.HasSuffix(k, "/"):
-			err = os.MkdirAll(p, 0o755)
-		case strings.HasPrefix(v, "-> "):
-			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
-				err = os.Symlink(strings.TrimPrefix(v, "-> "), p)
-			}
-		default:
-			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
-				err = os.WriteFile(p, []byte(v), 0o644)
-			}
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 // openDir opens dir as a fstree.Dir, closed when the test ends.

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mcbake/mcbake/internal/testing/roottest"
+
 	"github.com/coreos/ignition/v2/config/v3_5/types"
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
@@ -86,7 +88,7 @@ func needSystemctl(t *testing.T) *systemdtest.Replayer {
 // node) when running as root.
 func writeSpec(t testing.TB, dir string, spec map[string]string) {
 	t.Helper()
-	writeTree(t, dir, spec)
+	roottest.Write(t, dir, spec)
 	if err := os.MkdirAll(filepath.Join(dir, "etc/systemd/system"), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -2,14 +2,18 @@
 //
 // Tests that must prove what a write changed, and what it left alone,
 // compare trees of every path with its type, mode, owner and content or link
-// target, read without following symlinks.
+// target, read without following symlinks (Tree). Write makes a tree from
+// a short spec of files, directories and symlinks.
 package roottest
 
 import (
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -66,4 +70,29 @@ func Entry(t testing.TB, p string) string {
 		t.Fatal(err)
 	}
 	return fmt.Sprintf("file %04o %s %s", st.Mode&0o7777, owner, b)
+}
+
+// Write creates the tree spec describes under dir: each key is a path
+// relative to dir; a key ending in "/" is a directory, a value starting
+// with "-> " a symlink to the rest, anything else a file (0644) with that
+// content. Parents are made as needed, the keys in sorted order.
+func Write(t testing.TB, dir string, spec map[string]string) {
+	t.Helper()
+	for _, k := range slices.Sorted(maps.Keys(spec)) {
+		p := filepath.Join(dir, k)
+		v := spec[k]
+		err := os.MkdirAll(filepath.Dir(p), 0o755)
+		switch {
+		case err != nil:
+		case strings.HasSuffix(k, "/"):
+			err = os.MkdirAll(p, 0o755)
+		case strings.HasPrefix(v, "-> "):
+			err = os.Symlink(strings.TrimPrefix(v, "-> "), p)
+		default:
+			err = os.WriteFile(p, []byte(v), 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 }
