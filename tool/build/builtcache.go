@@ -34,8 +34,10 @@ type builtCache struct {
 	compression     string
 }
 
-// builtCacheSchema names the key's layout; change it when the key changes.
-const builtCacheSchema = "mcbake-built-layer-v1"
+// builtCacheSchema names the key's layout; change it when the key changes,
+// or what a layer of the same tar compresses to (v2: the revert guard's
+// binary spliced in from its deflate encoding, layer.go's splicingGzip).
+const builtCacheSchema = "mcbake-built-layer-v2"
 
 // builtTempPrefix is the prefix of the cache's temporary files, the
 // base index cache's (docs/limits.md, "Faults").

@@ -3,14 +3,19 @@ package build
 import (
 	"archive/tar"
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
+	"hash"
+	"hash/crc32"
 	"io"
 	"os"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/klauspost/compress/flate"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 	"github.com/opencontainers/go-digest"
@@ -18,6 +23,7 @@ import (
 	"github.com/mcbake/mcbake/internal/ocilayout"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/render"
+	"github.com/mcbake/mcbake/tool/guard"
 )
 
 // Compression algorithms for the new layer.
@@ -46,6 +52,10 @@ type tarEntry struct {
 	name    string
 	hdr     tar.Header
 	content []byte
+	// deflated, when set, is content's raw deflate encoding
+	// (guard.Deflate), which a gzip layer splices in rather than
+	// compressing content again.
+	deflated []byte
 }
 
 // layerEntries turns rendered entries (at their resolved paths) and extra
@@ -74,6 +84,9 @@ func toTar(e render.Entry, mtime time.Time) tarEntry {
 	case manifest.File:
 		h.Typeflag, h.Size = tar.TypeReg, int64(len(e.Content))
 		t.content = e.Content
+		if e.Source == guard.Source && len(e.Content) >= minSplice {
+			t.deflated = guard.Deflated(e.Digest)
+		}
 	case manifest.Directory:
 		h.Typeflag, h.Name = tar.TypeDir, name+"/"
 	case manifest.Symlink:
@@ -123,11 +136,20 @@ func writeLayer(dir, cacheDir string, entries []tarEntry, compression string) (l
 	}()
 	blobHash, tarHash := sha256.New(), sha256.New()
 	counter := &ocilayout.CountWriter{W: io.MultiWriter(f, blobHash)}
-	zw, mediaType, err := compressor(counter, compression)
+	var zw io.WriteCloser
+	var mediaType string
+	if (compression == "" || compression == Gzip) && slices.ContainsFunc(entries, func(e tarEntry) bool { return e.deflated != nil }) {
+		zw, mediaType, err = newSplicingGzip(counter, tarHash), mediaTypeGzip, nil
+	} else {
+		zw, mediaType, err = compressor(counter, compression)
+		if err == nil {
+			zw = hashedWriter{zw, tarHash}
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
-	if err := writeTar(io.MultiWriter(zw, tarHash), entries); err != nil {
+	if err := writeTar(zw, entries); err != nil {
 		return nil, err
 	}
 	if err := zw.Close(); err != nil {
@@ -158,16 +180,129 @@ func compressor(w io.Writer, compression string) (io.WriteCloser, string, error)
 	return nil, "", fmt.Errorf("compression %q: want gzip or zstd", compression)
 }
 
+// writeTar writes the entries as a tar stream to w. When w is a
+// splicingGzip, an entry's content that has its deflate encoding is
+// spliced in, not compressed.
 func writeTar(w io.Writer, entries []tarEntry) error {
 	tw := tar.NewWriter(w)
+	sg, _ := w.(*splicingGzip)
 	for _, e := range entries {
 		h := e.hdr
 		if err := tw.WriteHeader(&h); err != nil {
 			return fmt.Errorf("writing %s: %w", e.name, err)
 		}
-		if _, err := tw.Write(e.content); err != nil {
+		if sg != nil && e.deflated != nil {
+			// The header went through the compressor: the content's
+			// encoding follows it, and the tar writer's copy of the
+			// content is hashed, not compressed.
+			if err := sg.splice(e.content, e.deflated); err != nil {
+				return fmt.Errorf("writing %s: %w", e.name, err)
+			}
+		}
+		_, err := tw.Write(e.content)
+		if sg != nil {
+			sg.spliced = false
+		}
+		if err != nil {
 			return fmt.Errorf("writing %s: %w", e.name, err)
 		}
 	}
 	return tw.Close()
+}
+
+// minSplice is the smallest content worth splicing in: below it the
+// guard's binary (a test's, say) is compressed with the rest.
+const minSplice = 1 << 20
+
+// hashedWriter writes to W and hashes what it writes with H.
+type hashedWriter struct {
+	io.WriteCloser
+	h io.Writer
+}
+
+func (w hashedWriter) Write(p []byte) (int, error) {
+	w.h.Write(p)
+	return w.WriteCloser.Write(p)
+}
+
+// splicingGzip writes a gzip layer whose deflate stream takes an entry's
+// content from its encoding made beforehand (guard.Deflate) instead of
+// compressing it: the stream so far is ended by a sync flush (byte
+// aligned, not final), the encoding follows (made by an encoder that saw
+// nothing before it, so its back-references stay within it, and ended by
+// a sync flush itself), and a fresh encoder, which cannot refer back into
+// either, takes the rest. Any inflater reads it as one stream (RFC 1951:
+// a sequence of blocks, the last one final); the gzip trailer's CRC-32
+// and size cover all of the tar. The same entries and encodings always
+// make the same bytes (docs/design.md, "The warm path").
+type splicingGzip struct {
+	out     io.Writer
+	tarHash io.Writer
+	fw      *flate.Writer
+	crc     hash.Hash32
+	size    uint32
+	err     error
+	// spliced is set while the tar writer hands over the content that
+	// splice already wrote.
+	spliced bool
+}
+
+// gzipHeader is the header klauspost/compress/gzip writes at the default
+// level: no name, no modification time, OS unknown.
+var gzipHeader = []byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255}
+
+func newSplicingGzip(out, tarHash io.Writer) *splicingGzip {
+	z := &splicingGzip{out: out, tarHash: tarHash, crc: crc32.NewIEEE()}
+	_, z.err = out.Write(gzipHeader)
+	if z.err == nil {
+		z.fw, z.err = flate.NewWriter(out, guard.DeflateLevel)
+	}
+	return z
+}
+
+func (z *splicingGzip) Write(p []byte) (int, error) {
+	if z.err != nil {
+		return 0, z.err
+	}
+	z.tarHash.Write(p)
+	if z.spliced {
+		return len(p), nil
+	}
+	z.crc.Write(p)
+	z.size += uint32(len(p))
+	return z.fw.Write(p)
+}
+
+// splice ends the stream so far, writes content's encoding deflated, and
+// starts a fresh encoder for what follows. The content itself then comes
+// through Write, and is only hashed.
+func (z *splicingGzip) splice(content, deflated []byte) error {
+	if z.err != nil {
+		return z.err
+	}
+	if z.err = z.fw.Flush(); z.err != nil {
+		return z.err
+	}
+	if _, z.err = z.out.Write(deflated); z.err != nil {
+		return z.err
+	}
+	z.crc.Write(content)
+	z.size += uint32(len(content))
+	z.fw.Reset(z.out)
+	z.spliced = true
+	return nil
+}
+
+func (z *splicingGzip) Close() error {
+	if z.err != nil {
+		return z.err
+	}
+	if z.err = z.fw.Close(); z.err != nil {
+		return z.err
+	}
+	var trailer [8]byte
+	binary.LittleEndian.PutUint32(trailer[:4], z.crc.Sum32())
+	binary.LittleEndian.PutUint32(trailer[4:], z.size)
+	_, z.err = z.out.Write(trailer[:])
+	return z.err
 }
