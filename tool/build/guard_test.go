@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -29,15 +30,31 @@ var testGuard = []byte("#!/bin/sh\n# the revert guard of the build tests\n")
 // enabling link in the one new layer, records them in the manifest as
 // mcbake's own (no MachineConfig's), labels the image, and gives the same
 // digest twice. umoci unpacks it, and systemctl --root says the unit is
-// enabled from /usr ("static": no [Install] section, a link in /usr).
+// enabled from /usr ("static": no [Install] section, a link in /usr). With
+// the node binary make guard-bin embeds, the gzip layer splices in its
+// deflate encoding (guard.Deflated), which umoci must read as well.
 func TestRevertGuard(t *testing.T) {
+	t.Run("a test script", func(t *testing.T) { testRevertGuard(t, testGuard) })
+	t.Run("the embedded node binary", func(t *testing.T) {
+		bin, err := guard.Binary(runtime.GOARCH)
+		if err != nil {
+			t.Skipf("no embedded node binary (make guard-bin): %v", err)
+		}
+		if guard.Deflated(digest.FromBytes(bin)) == nil {
+			t.Fatal("make guard-bin embedded no deflate encoding of the node binary")
+		}
+		testRevertGuard(t, bin)
+	})
+}
+
+func testRevertGuard(t *testing.T, bin []byte) {
 	e := newEnv(t)
 	baseRef := e.writeBase(t)
 	mcs := parityMC(t, "")
 	ctx := context.Background()
 	out := "oci:" + filepath.Join(e.dir, "guarded") + ":latest"
 	opts := e.options(baseRef, out, mcs)
-	opts.Guard = testGuard
+	opts.Guard = bin
 	res, err := build.Image(ctx, opts)
 	if err != nil {
 		t.Fatalf("Image: %v", err)
@@ -61,7 +78,7 @@ func TestRevertGuard(t *testing.T) {
 		t.Errorf("the manifest does not record %v as mcbake's own", want)
 	}
 	fs := readImage(t, filepath.Join(e.dir, "guarded"))
-	if n := fs[strings.TrimPrefix(guard.BinaryPath, "/")]; n == nil || n.Mode != 0o755 || n.Digest != digest.FromBytes(testGuard).String() {
+	if n := fs[strings.TrimPrefix(guard.BinaryPath, "/")]; n == nil || n.Mode != 0o755 || n.Digest != digest.FromBytes(bin).String() {
 		t.Errorf("the guard's binary in the image: %+v", n)
 	}
 	im, err := image.Open(ctx, out, e.images)
