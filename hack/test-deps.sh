@@ -4,7 +4,9 @@
 # docker-registry for the registry tests; ca-certificates; mmdebstrap for
 # the container image test's offline base images (tool/e2e/containerimage)
 # and, with qemu and e2fsprogs, for internal/testing/ostreevm; the aarch64
-# cross compiler for make dist's arm64 mcbake; libblkid's headers for
+# cross compiler and C library headers for make dist's arm64 mcbake (the
+# headers are only a recommendation of the compiler, which --no-install-
+# recommends leaves out); libblkid's headers for
 # building ignition in internal/testing/ignitiontest; ISA-L's, for the
 # isal build tag's gzip decoder)
 # when they are missing. Needs root for apt-get;
@@ -13,7 +15,7 @@ set -euo pipefail
 need=()
 for pair in ostree:ostree skopeo:skopeo umoci:umoci buildah:buildah crun:crun systemctl:systemd \
     docker-registry:docker-registry /etc/ssl/certs/ca-certificates.crt:ca-certificates \
-    aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu \
+    aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu /usr/aarch64-linux-gnu/include/stdio.h:libc6-dev-arm64-cross \
     /usr/include/blkid/blkid.h:libblkid-dev /usr/include/isa-l/igzip_lib.h:libisal-dev \
     qemu-system-x86_64:qemu-system-x86 mmdebstrap:mmdebstrap debugfs:e2fsprogs; do
   cmd=${pair%%:*} pkg=${pair##*:}
