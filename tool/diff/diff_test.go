@@ -19,9 +19,9 @@ import (
 
 func TestDiffImageBuiltByOthers(t *testing.T) {
 	e := newEnv(t)
-	mc := e.mc("50-a", builtbyothers.Config)
-	others := e.writeBase("others", builtbyothers.Layer())
-	o := Options{Base: e.base, Image: others, MachineConfigs: []string{mc}, Images: e.opts}
+	mc := e.MC("50-a", builtbyothers.Config)
+	others := e.WriteBase("others", builtbyothers.Layer())
+	o := Options{Base: e.Base, Image: others, MachineConfigs: []string{mc}, Images: e.Opts}
 	r, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatalf("Diff(--image built by others -f): %v", err)
@@ -52,9 +52,9 @@ func TestDiffImageBuiltByOthers(t *testing.T) {
 // the base's.
 func TestDiffErrorsInOrder(t *testing.T) {
 	e := newEnv(t)
-	missing := "oci:" + filepath.Join(e.dir, "no-such-base") + ":latest"
-	layered := e.build(e.base, "layered", e.mc("50-a", builtbyothers.Config))
-	others := e.writeBase("others", builtbyothers.Layer())
+	missing := "oci:" + filepath.Join(e.Dir, "no-such-base") + ":latest"
+	layered := e.build(e.Base, "layered", e.MC("50-a", builtbyothers.Config))
+	others := e.WriteBase("others", builtbyothers.Layer())
 	for _, tt := range []struct {
 		name string
 		o    Options
@@ -62,19 +62,19 @@ func TestDiffErrorsInOrder(t *testing.T) {
 	}{
 		{"an image without a manifest", Options{Base: missing, Image: others},
 			func(err error) bool { return errors.Is(err, image.ErrNotLayered) }},
-		{"a manifest file missing", Options{Base: missing, ManifestFile: filepath.Join(e.dir, "no-such.json")},
+		{"a manifest file missing", Options{Base: missing, ManifestFile: filepath.Join(e.Dir, "no-such.json")},
 			func(err error) bool {
 				return errors.Is(err, fs.ErrNotExist) && strings.Contains(err.Error(), "no-such.json")
 			}},
 		{"a base missing", Options{Base: missing, Image: layered},
 			func(err error) bool { return err != nil && strings.Contains(err.Error(), "no-such-base") }},
 	} {
-		tt.o.Images = e.opts
+		tt.o.Images = e.Opts
 		if _, err := Run(context.Background(), tt.o); !tt.want(err) {
 			t.Errorf("Diff with %s: %v", tt.name, err)
 		}
 	}
-	r, err := Run(context.Background(), Options{Base: e.base, Image: layered, Images: e.opts})
+	r, err := Run(context.Background(), Options{Base: e.Base, Image: layered, Images: e.Opts})
 	if err != nil || r.Image.Reference != layered || len(r.Entries) == 0 {
 		t.Fatalf("Diff of the layered image = %+v, %v", r, err)
 	}
@@ -85,12 +85,12 @@ func TestDiffErrorsInOrder(t *testing.T) {
 // unit they enable systemctl enable reads.
 func TestDiffBaseDropinsOfEnabledUnit(t *testing.T) {
 	e := newEnv(t)
-	mc := e.mc("50-crio", `{"systemd": {"units": [{"name": "crio.service", "enabled": true}]}}`)
-	img := e.writeBase("dropins", testbase.Layer{Files: []testbase.File{
+	mc := e.MC("50-crio", `{"systemd": {"units": [{"name": "crio.service", "enabled": true}]}}`)
+	img := e.WriteBase("dropins", testbase.Layer{Files: []testbase.File{
 		{Path: "usr/lib/systemd/system/crio.service.d/05-base.conf", Mode: 0o644, Content: []byte("[Install]\nWantedBy=sockets.target\n")},
 		{Path: "etc/systemd/system/crio.service.d/06-etc.conf", Mode: 0o644, Content: []byte("[Service]\nEnvironment=X=1\n")},
 	}})
-	r, err := Run(context.Background(), Options{Base: e.base, Image: img, MachineConfigs: []string{mc}, Images: e.opts})
+	r, err := Run(context.Background(), Options{Base: e.Base, Image: img, MachineConfigs: []string{mc}, Images: e.Opts})
 	if err != nil {
 		t.Fatalf("Diff(--image with crio.service drop-ins -f crio.service enabled): %v", err)
 	}

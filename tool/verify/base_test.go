@@ -33,7 +33,7 @@ func TestBaseSpecificRules(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			baseRef := e.writeBase("base-"+string(rune('a'+i)), tt.layer)
+			baseRef := e.WriteBase("base-"+string(rune('a'+i)), tt.layer)
 			r := e.run(Options{MachineConfigs: []string{writeMC(t, t.TempDir(), "mc", tt.config)}, Base: baseRef})
 			if diff := cmp.Diff(tt.want, fieldsOf(r.ByRule(tt.rule))); diff != "" {
 				t.Errorf("%s findings (-want +got):\n%s\nall: %v", tt.rule, diff, r.Findings)

@@ -57,8 +57,8 @@ func baseHaving(entries []render.Entry) testbase.Layer {
 // built from both: every rule runs and none finds anything.
 func TestCleanInputIsSilent(t *testing.T) {
 	e := newEnv(t)
-	mc := e.mc("50-clean", cleanConfig)
-	cleanBase := e.writeBase("clean-base", baseHaving(e.prepare(e.base, mc).Rendered.Entries))
+	mc := e.MC("50-clean", cleanConfig)
+	cleanBase := e.WriteBase("clean-base", baseHaving(e.prepare(e.Base, mc).Rendered.Entries))
 	img := e.build(cleanBase, "clean-image", mc)
 	r := e.run(Options{MachineConfigs: []string{mc}, Base: cleanBase, Image: img, FailOn: FailOnInfo})
 	if len(r.Findings) > 0 || len(r.NotRun) > 0 || r.Failed {
@@ -66,7 +66,7 @@ func TestCleanInputIsSilent(t *testing.T) {
 	}
 	// On the default base the same MachineConfig is clean except for what
 	// a revert to that base clobbers.
-	r = e.run(Options{MachineConfigs: []string{mc}, Base: e.base})
+	r = e.run(Options{MachineConfigs: []string{mc}, Base: e.Base})
 	for _, f := range r.Findings {
 		if f.Rule != RuleRevertClobber {
 			t.Errorf("clean MachineConfig on the default base: %v", f)

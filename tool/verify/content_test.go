@@ -59,13 +59,13 @@ func TestContentMismatchIgnitionImage(t *testing.T) {
 		t.Skip("ignitiontest: " + why)
 	}
 	e := newEnv(t)
-	applied := e.mc("50-a", appliedConfig)
+	applied := e.MC("50-a", appliedConfig)
 	raw, err := os.ReadFile(applied)
 	if err != nil {
 		t.Fatal(err)
 	}
-	layout := filepath.Join(e.dir, "applied")
-	ignitiontest.Image(t, filepath.Join(e.dir, "base"), "latest", raw, layout, "latest")
+	layout := filepath.Join(e.Dir, "applied")
+	ignitiontest.Image(t, filepath.Join(e.Dir, "base"), "latest", raw, layout, "latest")
 	img := "oci:" + layout + ":latest"
 
 	for _, tt := range []struct {
@@ -74,7 +74,7 @@ func TestContentMismatchIgnitionImage(t *testing.T) {
 		want []string
 	}{
 		{"the MachineConfig applied", applied, nil},
-		{"another MachineConfig", e.mc("50-b", otherConfig), []string{
+		{"another MachineConfig", e.MC("50-b", otherConfig), []string{
 			"50-b spec.config.storage.directories[0] /etc/mcbake/d",
 			"50-b spec.config.storage.files[0] /etc/mcbake/a.conf",
 			"50-b spec.config.storage.files[2] /etc/mcbake/new.conf",
@@ -84,7 +84,7 @@ func TestContentMismatchIgnitionImage(t *testing.T) {
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			for _, base := range []string{"", e.base} {
+			for _, base := range []string{"", e.Base} {
 				r := e.run(Options{MachineConfigs: []string{tt.mc}, Base: base, Image: img})
 				got := r.ByRule(RuleContentMismatch)
 				if diff := cmp.Diff(tt.want, fieldsOf(got)); diff != "" {

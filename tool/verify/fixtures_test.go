@@ -18,7 +18,7 @@ import (
 // mcbake diff prints) marks clobbered.
 func TestWorkerFixtures(t *testing.T) {
 	e := newEnv(t)
-	b, err := image.OpenBase(context.Background(), e.base, image.BaseOptions{Images: e.opts})
+	b, err := image.OpenBase(context.Background(), e.Base, image.BaseOptions{Images: e.Opts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,14 +29,14 @@ func TestWorkerFixtures(t *testing.T) {
 	}
 	for _, fx := range fixtures {
 		t.Run(filepath.Base(fx), func(t *testing.T) {
-			img, res := e.buildResult(e.base, filepath.Base(fx)+"-image", fx)
+			img, res := e.buildResult(e.Base, filepath.Base(fx)+"-image", fx)
 			want := clobbered(t, res.Manifest, b)
 			if len(want) == 0 {
 				t.Fatal("the fixture clobbers nothing: the test would prove nothing")
 			}
 			for _, o := range []Options{
-				{MachineConfigs: []string{fx}, Base: e.base},
-				{MachineConfigs: []string{fx}, Base: e.base, Image: img},
+				{MachineConfigs: []string{fx}, Base: e.Base},
+				{MachineConfigs: []string{fx}, Base: e.Base, Image: img},
 			} {
 				r := e.run(o)
 				if r.Summary.Errors > 0 || r.Failed {

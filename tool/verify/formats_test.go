@@ -22,7 +22,7 @@ var goldenInputs = []string{"testdata/golden/input/50-other.json", "testdata/gol
 func goldenReport(t *testing.T) (*Report, *env) {
 	t.Helper()
 	e := newEnv(t)
-	return e.run(Options{MachineConfigs: goldenInputs, Base: e.base, Tool: Tool{Name: "mcbake", Version: "test"}}), e
+	return e.run(Options{MachineConfigs: goldenInputs, Base: e.Base, Tool: Tool{Name: "mcbake", Version: "test"}}), e
 }
 
 // TestGoldenReports compares each format with its golden file (the
@@ -37,7 +37,7 @@ func TestGoldenReports(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := bytes.ReplaceAll(b, []byte(e.dir), []byte("$TMP"))
+			got := bytes.ReplaceAll(b, []byte(e.Dir), []byte("$TMP"))
 			if tt.format == FormatJSON {
 				schematest.Validate(t, "verify-report", got)
 			}
@@ -253,9 +253,9 @@ func TestSARIFValid(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		clean := e.mc("10-clean", `{"storage": {"files": [`+file("/etc/x", "x")+`]}}`)
+		clean := e.MC("10-clean", `{"storage": {"files": [`+file("/etc/x", "x")+`]}}`)
 		for _, o := range []Options{
-			{MachineConfigs: []string{"-"}, Stdin: bytes.NewReader(in), Base: e.base},
+			{MachineConfigs: []string{"-"}, Stdin: bytes.NewReader(in), Base: e.Base},
 			{MachineConfigs: []string{abs}},
 			{MachineConfigs: []string{clean}},
 		} {

@@ -45,12 +45,12 @@ func imageFindings(r *Report) ([]string, []string) {
 
 func TestImageRules(t *testing.T) {
 	e := newEnv(t)
-	mc := e.mc("50-a", imageConfig)
-	img := e.build(e.base, "image", mc)
-	zstdImg, _ := e.buildWith(build.Zstd, e.base, "image-zstd", mc)
+	mc := e.MC("50-a", imageConfig)
+	img := e.build(e.Base, "image", mc)
+	zstdImg, _ := e.buildWith(build.Zstd, e.Base, "image-zstd", mc)
 	changed := writeMC(t, t.TempDir(), "50-a", strings.Replace(imageConfig, "data:,a%0A", "data:,b%0A", 1))
 	other := writeMC(t, t.TempDir(), "60-b", `{"storage": {"files": [`+file("/etc/b", "b")+`]}}`)
-	bumped := e.writeBase("bumped", testbase.Layer{Files: []testbase.File{{Path: "etc/bumped", Type: tar.TypeReg, Mode: 0o644, Content: []byte("new\n")}}})
+	bumped := e.WriteBase("bumped", testbase.Layer{Files: []testbase.File{{Path: "etc/bumped", Type: tar.TypeReg, Mode: 0o644, Content: []byte("new\n")}}})
 	tests := []struct {
 		name       string
 		mcs        []string
@@ -59,14 +59,14 @@ func TestImageRules(t *testing.T) {
 		want       []string
 		wantNotRun map[string]string
 	}{
-		{"the image of the MachineConfigs", []string{mc}, e.base, img, nil, map[string]string{}},
-		{"a zstd layer", []string{mc}, e.base, zstdImg, nil, map[string]string{}},
+		{"the image of the MachineConfigs", []string{mc}, e.Base, img, nil, map[string]string{}},
+		{"a zstd layer", []string{mc}, e.Base, zstdImg, nil, map[string]string{}},
 		{"without a base", []string{mc}, "", img, nil, map[string]string{
 			RuleFileDirClash: "needs --base", RuleRevertClobber: "needs --base", RuleUnitNotFound: "needs --base", RuleUnknownOwner: "needs --base",
 			RuleImageIsBase: "needs --base", RuleBaseMismatch: "needs --base", RuleOSImageURL: "needs --base"}},
-		{"a MachineConfig changed", []string{changed}, e.base, img, []string{RuleStaleImage + " 50-a metadata.name "}, map[string]string{}},
-		{"other MachineConfigs", []string{other}, e.base, img, []string{RuleStaleImage + "   ", RuleStaleImage + " 60-b metadata.name "}, map[string]string{}},
-		{"the image is the base", []string{mc}, e.base, e.base, []string{RuleImageIsBase + "   "}, map[string]string{
+		{"a MachineConfig changed", []string{changed}, e.Base, img, []string{RuleStaleImage + " 50-a metadata.name "}, map[string]string{}},
+		{"other MachineConfigs", []string{other}, e.Base, img, []string{RuleStaleImage + "   ", RuleStaleImage + " 60-b metadata.name "}, map[string]string{}},
+		{"the image is the base", []string{mc}, e.Base, e.Base, []string{RuleImageIsBase + "   "}, map[string]string{
 			RuleManifestDrift: "the image is the base", RuleStaleImage: "the image is the base", RuleBaseMismatch: "the image is the base",
 			RuleRevertGuard: "the image is the base", RuleContentMismatch: "the image is the base"}},
 		{"a bumped base", []string{mc}, bumped, img, []string{RuleBaseMismatch + "   "}, map[string]string{}},
@@ -93,8 +93,8 @@ func TestImageRules(t *testing.T) {
 // with one thing changed each, and checks what MCB008 reports.
 func TestManifestDrift(t *testing.T) {
 	e := newEnv(t)
-	mc := e.mc("50-a", imageConfig)
-	p := e.prepare(e.base, mc)
+	mc := e.MC("50-a", imageConfig)
+	p := e.prepare(e.Base, mc)
 	const file0 = "50-a spec.config.storage.files[0] /etc/mcbake/a.conf"
 	tests := []struct {
 		name string
@@ -171,8 +171,8 @@ func TestManifestDrift(t *testing.T) {
 			if !tt.keepLabel {
 				labels[image.LabelManifestDigest] = digest.FromBytes(raw).String()
 			}
-			img := e.appendImage(e.base, "drift-"+string(rune('a'+i)), append(entries, manifestFile(raw)), labels)
-			r := e.run(Options{MachineConfigs: []string{mc}, Base: e.base, Image: img})
+			img := e.appendImage(e.Base, "drift-"+string(rune('a'+i)), append(entries, manifestFile(raw)), labels)
+			r := e.run(Options{MachineConfigs: []string{mc}, Base: e.Base, Image: img})
 			got, msgs := imageFindings(r)
 			var want []string
 			for _, w := range tt.want {
@@ -192,16 +192,16 @@ func TestManifestDrift(t *testing.T) {
 		raw := []byte(`{"schemaVersion": 7, "machineConfigs": [], "entries": []}`)
 		labels := maps.Clone(p.Labels())
 		labels[image.LabelManifestDigest] = digest.FromBytes(raw).String()
-		img := e.appendImage(e.base, "drift-invalid", append(layerOf(p.Rendered.Entries), manifestFile(raw)), labels)
-		r := e.run(Options{MachineConfigs: []string{mc}, Base: e.base, Image: img})
+		img := e.appendImage(e.Base, "drift-invalid", append(layerOf(p.Rendered.Entries), manifestFile(raw)), labels)
+		r := e.run(Options{MachineConfigs: []string{mc}, Base: e.Base, Image: img})
 		got, msgs := imageFindings(r)
 		if diff := cmp.Diff([]string{RuleManifestDrift + "   "}, got); diff != "" || !strings.Contains(msgs[0], "is not valid") {
 			t.Errorf("image findings (-want +got):\n%s\nmessages: %q", diff, msgs)
 		}
 	})
 	t.Run("no manifest in the top layer", func(t *testing.T) {
-		img := e.appendImage(e.base, "drift-none", layerOf(p.Rendered.Entries), p.Labels())
-		r := e.run(Options{MachineConfigs: []string{mc}, Base: e.base, Image: img})
+		img := e.appendImage(e.Base, "drift-none", layerOf(p.Rendered.Entries), p.Labels())
+		r := e.run(Options{MachineConfigs: []string{mc}, Base: e.Base, Image: img})
 		got, msgs := imageFindings(r)
 		if diff := cmp.Diff([]string{RuleManifestDrift + "   "}, got); diff != "" || !strings.Contains(msgs[0], "has no /usr/share/mcbake/manifest.json") {
 			t.Errorf("image findings (-want +got):\n%s\nmessages: %q", diff, msgs)

@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -18,12 +17,12 @@ import (
 	"github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/mcbake/mcbake/internal/testing/testbase"
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/render"
 	"github.com/mcbake/mcbake/tool/build"
 	"github.com/mcbake/mcbake/tool/image"
+	"github.com/mcbake/mcbake/tool/internal/testing/imageenv"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files and docs/rules.md")
@@ -37,107 +36,50 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// env is one test's world: a directory, image options with a temporary
-// cache and the insecure policy (the images are generated locally), and
-// the default generated base.
-type env struct {
-	t    *testing.T
-	dir  string
-	opts image.Options
-	base string // oci:DIR:latest of the default testbase image
-}
+// env is one test's world (imageenv.Env), whose images carry testGuard.
+type env struct{ *imageenv.Env }
 
-func newEnv(t *testing.T) *env {
-	t.Helper()
-	dir := t.TempDir()
-	e := &env{t: t, dir: dir, opts: image.Options{InsecurePolicy: true, CacheDir: filepath.Join(dir, "blobinfo")}}
-	e.base = e.writeBase("base")
-	return e
-}
-
-// writeBase writes the default testbase image plus extra layers.
-func (e *env) writeBase(name string, extra ...testbase.Layer) string {
-	e.t.Helper()
-	dir := filepath.Join(e.dir, name)
-	if _, err := testbase.Write(dir, testbase.Options{ExtraLayers: extra}); err != nil {
-		e.t.Fatal(err)
-	}
-	return "oci:" + dir + ":latest"
-}
+func newEnv(t *testing.T) *env { return &env{imageenv.New(t, testGuard)} }
 
 // run verifies with the env's image options.
 func (e *env) run(o Options) *Report {
-	e.t.Helper()
+	e.T.Helper()
 	r, err := e.tryRun(o)
 	if err != nil {
-		e.t.Fatalf("Run: %v", err)
+		e.T.Fatalf("Run: %v", err)
 	}
 	return r
 }
 
 func (e *env) tryRun(o Options) (*Report, error) {
-	o.Images = e.opts
+	o.Images = e.Opts
 	return Run(context.Background(), o)
 }
 
-// mc writes a MachineConfig whose spec.config is the JSON config (an
-// Ignition 3.5 config without the ignition key) to dir/name.json,
-// indented so that fields have lines of their own.
-func (e *env) mc(name, config string) string {
-	e.t.Helper()
-	return writeMC(e.t, e.dir, name, config)
-}
-
+// writeMC writes a MachineConfig whose spec.config is the JSON config
+// (imageenv.WriteMC).
 func writeMC(t *testing.T, dir, name, config string) string {
 	t.Helper()
-	var cfg map[string]any
-	if err := json.Unmarshal([]byte(config), &cfg); err != nil {
-		t.Fatalf("config of %s: %v", name, err)
-	}
-	cfg["ignition"] = map[string]any{"version": "3.5.0"}
-	obj := map[string]any{
-		"apiVersion": machineconfig.APIVersion, "kind": machineconfig.Kind,
-		"metadata": map[string]any{"name": name},
-		"spec":     map[string]any{"config": cfg},
-	}
-	b, err := json.MarshalIndent(obj, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(dir, name+".json")
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return imageenv.WriteMC(t, dir, name, config)
 }
 
 // build bakes the MachineConfig files into a layered image with the
 // append engine and returns its reference.
 func (e *env) build(baseRef, name string, files ...string) string {
-	e.t.Helper()
+	e.T.Helper()
 	ref, _ := e.buildResult(baseRef, name, files...)
 	return ref
 }
 
 func (e *env) buildResult(baseRef, name string, files ...string) (string, *build.Result) {
-	e.t.Helper()
+	e.T.Helper()
 	return e.buildWith(build.Gzip, baseRef, name, files...)
 }
 
 // buildWith builds with a layer compression (build.Gzip or build.Zstd).
 func (e *env) buildWith(compression, baseRef, name string, files ...string) (string, *build.Result) {
-	e.t.Helper()
-	mcs, err := machineconfig.Load(files, nil)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	out := "oci:" + filepath.Join(e.dir, name) + ":latest"
-	res, err := build.Image(context.Background(), build.ImageOptions{Output: out, Compression: compression, Options: build.Options{Base: baseRef, MachineConfigs: mcs, Images: e.opts,
-		Guard: testGuard}})
-	if err != nil {
-		e.t.Fatalf("build: %v", err)
-	}
-	return out, res
+	e.T.Helper()
+	return e.Build(compression, baseRef, name, files...)
 }
 
 // testGuard stands for the revert guard's binary in the images the tests
@@ -147,19 +89,19 @@ var testGuard = []byte("#!/bin/sh\n# the revert guard of verify's tests\n")
 // prepare renders MachineConfig files against a base as a build does,
 // without writing an image.
 func (e *env) prepare(baseRef string, files ...string) *build.Prepared {
-	e.t.Helper()
+	e.T.Helper()
 	mcs, err := machineconfig.Load(files, nil)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	b, err := image.OpenBase(context.Background(), baseRef, image.BaseOptions{Images: e.opts})
+	b, err := image.OpenBase(context.Background(), baseRef, image.BaseOptions{Images: e.Opts})
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	defer b.Close()
 	p, err := build.Prepare(context.Background(), b, build.Options{Base: baseRef, MachineConfigs: mcs})
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return p
 }
@@ -200,41 +142,41 @@ func manifestFile(raw []byte) tarEntry {
 }
 
 // appendImage writes baseRef plus one uncompressed layer holding entries,
-// with labels, to e.dir/name, and returns its reference.
+// with labels, to e.Dir/name, and returns its reference.
 func (e *env) appendImage(baseRef, name string, entries []tarEntry, labels map[string]string) string {
-	e.t.Helper()
+	e.T.Helper()
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, te := range entries {
 		h := te.hdr
 		if err := tw.WriteHeader(&h); err != nil {
-			e.t.Fatal(err)
+			e.T.Fatal(err)
 		}
 		if _, err := tw.Write(te.content); err != nil {
-			e.t.Fatal(err)
+			e.T.Fatal(err)
 		}
 	}
 	if err := tw.Close(); err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	blob := filepath.Join(e.dir, name+".layer")
+	blob := filepath.Join(e.Dir, name+".layer")
 	if err := os.WriteFile(blob, buf.Bytes(), 0o644); err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	sum := sha256.Sum256(buf.Bytes())
 	d := digest.Digest("sha256:" + hex.EncodeToString(sum[:]))
-	b, err := image.Open(context.Background(), baseRef, e.opts)
+	b, err := image.Open(context.Background(), baseRef, e.Opts)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	defer b.Close()
-	out := "oci:" + filepath.Join(e.dir, name) + ":latest"
+	out := "oci:" + filepath.Join(e.Dir, name) + ":latest"
 	_, err = image.Append(context.Background(), b, out, image.AppendOptions{
 		Layer:  image.NewLayer{Path: blob, Digest: d, DiffID: d, Size: int64(buf.Len()), MediaType: v1.MediaTypeImageLayer, History: "test"},
 		Labels: labels,
-	}, e.opts)
+	}, e.Opts)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return out
 }

@@ -16,9 +16,9 @@ import (
 
 func TestRunImageBuiltByOthers(t *testing.T) {
 	e := newEnv(t)
-	mc := e.mc("50-a", builtbyothers.Config)
-	others := e.writeBase("others", builtbyothers.Layer())
-	r := e.run(Options{MachineConfigs: []string{mc}, Base: e.base, Image: others})
+	mc := e.MC("50-a", builtbyothers.Config)
+	others := e.WriteBase("others", builtbyothers.Layer())
+	r := e.run(Options{MachineConfigs: []string{mc}, Base: e.Base, Image: others})
 	// The one image finding: the file baked 0600 where the MachineConfig
 	// says 0644.
 	wantFound := []string{RuleContentMismatch + " 50-a spec.config.storage.files[0] /etc/mcbake/a.conf"}
@@ -30,11 +30,11 @@ func TestRunImageBuiltByOthers(t *testing.T) {
 	}
 	// The same image with the guard added by mcbake build (no
 	// MachineConfigs) is still one built by others, and guarded.
-	guarded := "oci:" + filepath.Join(e.dir, "others-guarded") + ":latest"
-	if _, err := build.Image(context.Background(), build.ImageOptions{Output: guarded, Options: build.Options{Base: others, Images: e.opts, Guard: testGuard}}); err != nil {
+	guarded := "oci:" + filepath.Join(e.Dir, "others-guarded") + ":latest"
+	if _, err := build.Image(context.Background(), build.ImageOptions{Output: guarded, Options: build.Options{Base: others, Images: e.Opts, Guard: testGuard}}); err != nil {
 		t.Fatalf("adding the guard: %v", err)
 	}
-	rg := e.run(Options{MachineConfigs: []string{mc}, Base: e.base, Image: guarded})
+	rg := e.run(Options{MachineConfigs: []string{mc}, Base: e.Base, Image: guarded})
 	if got := findingsOf(rg, RuleRevertGuard); len(got) != 0 {
 		t.Errorf("%s findings for the guarded image: %v", RuleRevertGuard, got)
 	}

@@ -135,7 +135,7 @@ func TestRulesFire(t *testing.T) {
 				o.MachineConfigs = append(o.MachineConfigs, writeMC(t, dir, "mc-"+string(rune('0'+i)), cfg))
 			}
 			if tt.base {
-				o.Base = e.base
+				o.Base = e.Base
 			}
 			r := e.run(o)
 			got := r.ByRule(tt.rule)

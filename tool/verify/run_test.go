@@ -44,7 +44,7 @@ func TestThreshold(t *testing.T) {
 // each threshold, --disable and --strict-revert.
 func TestVerdicts(t *testing.T) {
 	e := newEnv(t)
-	mc := e.mc("mc", `{"storage": {"files": [`+file("/var/lib/x", "x")+`, `+file("/etc/x", "x")+`]}}`)
+	mc := e.MC("mc", `{"storage": {"files": [`+file("/var/lib/x", "x")+`, `+file("/etc/x", "x")+`]}}`)
 	tests := []struct {
 		name       string
 		o          Options
@@ -63,7 +63,7 @@ func TestVerdicts(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := tt.o
-			o.MachineConfigs, o.Base = []string{mc}, e.base
+			o.MachineConfigs, o.Base = []string{mc}, e.Base
 			r := e.run(o)
 			if r.Failed != tt.wantFailed || r.Summary != tt.want {
 				t.Errorf("failed %v summary %+v, want %v %+v", r.Failed, r.Summary, tt.wantFailed, tt.want)
@@ -112,7 +112,7 @@ func TestInputErrors(t *testing.T) {
 		}
 		return p
 	}
-	good := e.mc("good", `{}`)
+	good := e.MC("good", `{}`)
 	tests := []struct {
 		name    string
 		o       Options

@@ -59,7 +59,7 @@ spec:
 		{RuleOSImageURL, []string{"10-set spec.osImageURL "}},
 		{RuleStorageLayout, []string{"10-set spec.config.storage.disks ", "10-set spec.config.storage.luks "}},
 	}
-	r := e.run(Options{MachineConfigs: []string{set, quiet}, Base: e.base})
+	r := e.run(Options{MachineConfigs: []string{set, quiet}, Base: e.Base})
 	wantLine := map[string]int{RuleKernelArguments: 4, RuleExtensions: 5, RuleKernelType: 6, RuleFIPS: 7, RuleOSImageURL: 8, RuleStorageLayout: -1}
 	for _, tt := range tests {
 		got := r.ByRule(tt.rule)
@@ -78,7 +78,7 @@ spec:
 			}
 		}
 	}
-	r = e.run(Options{MachineConfigs: []string{quiet}, Base: e.base})
+	r = e.run(Options{MachineConfigs: []string{quiet}, Base: e.Base})
 	for _, tt := range tests {
 		if got := r.ByRule(tt.rule); len(got) > 0 {
 			t.Errorf("%s fires on unset or default fields: %v", tt.rule, got)
@@ -93,9 +93,9 @@ spec:
 func TestOSImageURLRule(t *testing.T) {
 	e := newEnv(t)
 	dir := t.TempDir()
-	plain := e.mc("00-plain", `{"storage": {"files": [`+file("/etc/a.conf", "x")+`]}}`)
-	img, res := e.buildResult(e.base, "layered", plain)
-	base := e.run(Options{MachineConfigs: []string{plain}, Base: e.base}).Base.Digest
+	plain := e.MC("00-plain", `{"storage": {"files": [`+file("/etc/a.conf", "x")+`]}}`)
+	img, res := e.buildResult(e.Base, "layered", plain)
+	base := e.run(Options{MachineConfigs: []string{plain}, Base: e.Base}).Base.Digest
 	mc := func(name, url, annotations string) string {
 		return writeDoc(t, dir, name, "kind: MachineConfig\nmetadata: {name: "+name+annotations+"}\nspec: {osImageURL: \""+url+"\"}\n")
 	}
@@ -113,7 +113,7 @@ func TestOSImageURLRule(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := Options{MachineConfigs: []string{plain, tt.file}, Base: e.base}
+			o := Options{MachineConfigs: []string{plain, tt.file}, Base: e.Base}
 			if tt.image {
 				o.Image = img
 			}
