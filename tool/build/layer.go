@@ -52,9 +52,12 @@ type tarEntry struct {
 	name    string
 	hdr     tar.Header
 	content []byte
-	// deflated, when set, is content's raw deflate encoding
-	// (guard.Deflate), which a gzip layer splices in rather than
-	// compressing content again.
+	// guard, when set, is the digest of content, the revert guard's
+	// binary: writeLayer looks up its raw deflate encoding
+	// (guard.Deflated) when it compresses the layer, and a gzip layer
+	// splices it in (deflated) rather than compressing content again. A
+	// warm build, which copies the layer from the cache, never reads it.
+	guard    digest.Digest
 	deflated []byte
 }
 
@@ -85,7 +88,7 @@ func toTar(e render.Entry, mtime time.Time) tarEntry {
 		h.Typeflag, h.Size = tar.TypeReg, int64(len(e.Content))
 		t.content = e.Content
 		if e.Source == guard.Source && len(e.Content) >= minSplice {
-			t.deflated = guard.Deflated(e.Digest)
+			t.guard = e.Digest
 		}
 	case manifest.Directory:
 		h.Typeflag, h.Name = tar.TypeDir, name+"/"
@@ -138,6 +141,9 @@ func writeLayer(dir, cacheDir string, entries []tarEntry, compression string) (l
 	counter := &ocilayout.CountWriter{W: io.MultiWriter(f, blobHash)}
 	var zw io.WriteCloser
 	var mediaType string
+	if compression == "" || compression == Gzip {
+		entries = withDeflated(entries)
+	}
 	if (compression == "" || compression == Gzip) && slices.ContainsFunc(entries, func(e tarEntry) bool { return e.deflated != nil }) {
 		zw, mediaType, err = newSplicingGzip(counter, tarHash), mediaTypeGzip, nil
 	} else {
@@ -208,6 +214,22 @@ func writeTar(w io.Writer, entries []tarEntry) error {
 		}
 	}
 	return tw.Close()
+}
+
+// withDeflated returns entries with the deflate encoding of the guard's
+// binary that this mcbake embeds, if any.
+func withDeflated(entries []tarEntry) []tarEntry {
+	i := slices.IndexFunc(entries, func(e tarEntry) bool { return e.guard != "" })
+	if i < 0 {
+		return entries
+	}
+	d := guard.Deflated(entries[i].guard)
+	if d == nil {
+		return entries
+	}
+	entries = slices.Clone(entries)
+	entries[i].deflated = d
+	return entries
 }
 
 // minSplice is the smallest content worth splicing in: below it the
