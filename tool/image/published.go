@@ -159,8 +159,8 @@ func chainAnnotations(base *Image, format int) map[string]string {
 // format, to the repository repo, with the destination side's
 // credentials and TLS settings, and signs it when opts.Sign says so
 // (signIndex). It pushes nothing when the referrers tag already lists the
-// same artifact. Two runners may push the same index
-// at once: both push the same blobs, manifest and tag content.
+// same artifact. Two runners may push the same index at once: both push
+// the same blobs, manifest and tag content.
 func PushIndex(ctx context.Context, repo string, base *Image, format int, view []byte, opts Options) (IndexTransfer, error) {
 	out := IndexTransfer{Repository: repo}
 	a, err := newIndexArtifact(base, format, view)
