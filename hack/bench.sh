@@ -329,20 +329,23 @@ PY
     echo "$secs $after"
   }
   rc="$B/reg-cache"
+  # index_push BASE INDEX: publish the index of bench/BASE to bench/INDEX
+  index_push() {
+    $mcbake index push --base "docker://$reg/bench/$1:latest" --index-repo "$reg/bench/$2" \
+      --cache-dir "$B/reg-push-cache-$1" "${insecure[@]}" >/dev/null 2>"$B/cmd.err" || { cat "$B/cmd.err" >&2; exit 1; }
+  }
   rbuild() { echo "rm -rf $rc; $(build_cmd "docker://$reg/bench/$1:latest" "docker://$reg/bench/out-$2:latest" "$rc" "${insecure[@]}" --no-publish-index "${@:3}")"; }
   rverify() { echo "rm -rf $rc; $mcbake verify --quiet --fail-on never -f $mc --base docker://$reg/bench/$1:latest --cache-dir $rc ${insecure[*]} --no-publish-index ${*:2}"; }
   read -r s_skopeo b_skopeo < <(reg_run "rm -rf $B/reg-skopeo; skopeo copy --quiet --insecure-policy --src-tls-verify=false docker://$reg/bench/base:latest oci:$B/reg-skopeo:latest")
   read -r s_scan b_scan < <(reg_run "$(rbuild base scan)")
   read -r s_vscan b_vscan < <(reg_run "$(rverify base)")
-  $mcbake index push --base "docker://$reg/bench/base:latest" --index-repo "$reg/bench/index" \
-    --cache-dir "$B/reg-push-cache" "${insecure[@]}" >/dev/null 2>"$B/cmd.err" || { cat "$B/cmd.err" >&2; exit 1; }
+  index_push base index
   read -r s_index b_index < <(reg_run "$(rbuild base index --index-repo "$reg/bench/index")")
   read -r s_vindex b_vindex < <(reg_run "$(rverify base --index-repo "$reg/bench/index")")
   read -r s_chunk b_chunk < <(reg_run "$(rbuild chunked chunked)")
   read -r s_vchunk b_vchunk < <(reg_run "$(rverify chunked)")
   read -r s_oscan b_oscan < <(reg_run "$(rbuild ostree oscan)")
-  $mcbake index push --base "docker://$reg/bench/ostree:latest" --index-repo "$reg/bench/oindex" \
-    --cache-dir "$B/reg-push-cache-o" "${insecure[@]}" >/dev/null 2>"$B/cmd.err" || { cat "$B/cmd.err" >&2; exit 1; }
+  index_push ostree oindex
   read -r s_oindex b_oindex < <(reg_run "$(rbuild ostree oindex --index-repo "$reg/bench/oindex")")
   pct() { awk -v a="$1" -v b="${2:-$base_bytes}" 'BEGIN { printf "%.2f%%", 100 * a / b }'; }
   line() { printf '  %-36s %7.2fs  %12d bytes  %7s of the base  %5sx the scanning time%s' "$1" "$2" "$3" "$(pct "$3" "${6:-}")" "$(ratio "$2" "$4")" "$5"; }

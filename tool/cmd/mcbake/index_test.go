@@ -18,7 +18,6 @@ import (
 	"testing"
 
 	"github.com/opencontainers/go-digest"
-	"go.podman.io/image/v5/signature/sigstore"
 
 	"github.com/mcbake/mcbake/internal/baseindex"
 	"github.com/mcbake/mcbake/internal/testing/testbase"
@@ -377,15 +376,7 @@ func TestPublishedIndexReferrersAPI(t *testing.T) {
 // nothing, the policy being satisfied.
 func TestPublishedIndexSigned(t *testing.T) {
 	e := newIndexEnv(t)
-	keys, err := sigstore.GenerateKeyPair([]byte("key passphrase"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	private := writeTestFile(t, "cosign.key", keys.PrivateKey)
-	public := writeTestFile(t, "cosign.pub", keys.PublicKey)
-	passphrase := writeTestFile(t, "passphrase", []byte("key passphrase\n"))
-	registriesD := t.TempDir()
-	writeFileIn(t, registriesD, "local.yaml", "docker:\n  "+e.reg.Host+":\n    use-sigstore-attachments: true\n")
+	private, public, passphrase, registriesD := sigstoreSetup(t, e.reg.Host)
 	e.policy = writeTestFile(t, "policy.json", []byte(`{"default": [{"type": "reject"}], "transports": {
 		"docker": {"": [{"type": "insecureAcceptAnything"}],
 			"`+e.repo("idx")+`": [{"type": "sigstoreSigned", "keyPath": "`+public+`"}]},

@@ -307,15 +307,7 @@ func writeTestFile(t *testing.T, name string, b []byte) string {
 // in this build.
 func TestRegistrySignedPush(t *testing.T) {
 	r := newRegEnv(t, testbase.Options{})
-	keys, err := sigstore.GenerateKeyPair([]byte("key passphrase"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	private := writeTestFile(t, "cosign.key", keys.PrivateKey)
-	public := writeTestFile(t, "cosign.pub", keys.PublicKey)
-	passphrase := writeTestFile(t, "passphrase", []byte("key passphrase\n"))
-	registriesD := t.TempDir()
-	writeFileIn(t, registriesD, "local.yaml", "docker:\n  "+r.reg.Host+":\n    use-sigstore-attachments: true\n")
+	private, public, passphrase, registriesD := sigstoreSetup(t, r.reg.Host)
 	require := `[{"type": "sigstoreSigned", "keyPath": "` + public + `"}]`
 	policy := writeTestFile(t, "policy.json", []byte(`{"default": [{"type": "reject"}], "transports": {
 		"docker": {"`+r.reg.Host+`/os": [{"type": "insecureAcceptAnything"}], "`+r.reg.Host+`/ci": `+require+`},
@@ -348,6 +340,24 @@ func TestRegistrySignedPush(t *testing.T) {
 	if tags, _ := r.reg.Tags("ci/gpg"); len(tags) != 0 {
 		t.Errorf("a refused GPG signing left tags %v", tags)
 	}
+}
+
+// sigstoreSetup makes a sigstore key pair with a passphrase, and a
+// registries.d directory that keeps signatures as sigstore attachments in
+// the registry at host: the files of the private key, public key and
+// passphrase, and the directory.
+func sigstoreSetup(t *testing.T, host string) (private, public, passphrase, registriesD string) {
+	t.Helper()
+	keys, err := sigstore.GenerateKeyPair([]byte("key passphrase"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	private = writeTestFile(t, "cosign.key", keys.PrivateKey)
+	public = writeTestFile(t, "cosign.pub", keys.PublicKey)
+	passphrase = writeTestFile(t, "passphrase", []byte("key passphrase\n"))
+	registriesD = t.TempDir()
+	writeFileIn(t, registriesD, "local.yaml", "docker:\n  "+host+":\n    use-sigstore-attachments: true\n")
+	return private, public, passphrase, registriesD
 }
 
 func writeFileIn(t *testing.T, dir, name, content string) {
