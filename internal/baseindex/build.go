@@ -100,11 +100,10 @@ type Options struct {
 // 30% rather than doubled (debug.SetGCPercent(30), then restored),
 // unless the environment sets GOGC: the index is then most of the heap,
 // and this keeps a 500k-entry base under 200 MB. An index read from the
-// cache's merged view is mapped, and changes nothing; its blocks are
-// checked as they are first read, and should one be damaged, the index
-// is built again as if the view were missing (Index.Err), with ctx: its
-// cancellation, an interrupted command's, stops that too. A caller that
-// keeps the index keeps ctx alive with it.
+// cache's merged view is mapped, and changes nothing; its checksums are
+// all checked first, and should a block be damaged, the view is removed
+// (with a warning) and the index built again as if it were missing. No
+// work is left for later: ctx is not used once Build returns.
 func Build(ctx context.Context, layers []Layer, opts Options) (*Index, error) {
 	for _, l := range layers {
 		if err := l.Digest.Validate(); err != nil {
@@ -115,16 +114,21 @@ func Build(ctx context.Context, layers []Layer, opts Options) (*Index, error) {
 	key := viewKey(layers)
 	if opts.CacheDir != "" {
 		cached = viewFile(opts.CacheDir, key)
-		if ix, ok := readView(cached, key, layers); ok {
-			ix.rebuild = func(damage error) (*Index, error) {
-				slog.Warn("the cached index of the base is damaged; rebuilding it", "err", damage)
-				// Removed first, so that a rebuild that fails leaves
-				// nothing damaged for the next run; a cache that cannot
-				// be changed only costs time.
-				if err := os.Remove(cached); err != nil && !errors.Is(err, fs.ErrNotExist) {
-					slog.Warn("the damaged cached index could not be removed", "err", err)
-				}
-				return buildAndCache(ctx, layers, opts, key, cached)
+		ix, ok, damage := readView(cached, key, layers)
+		if ok {
+			return ix, nil
+		}
+		if damage != nil {
+			slog.Warn("the cached index of the base is damaged; rebuilding it", "err", damage)
+			// Removed first, so that a rebuild that fails leaves nothing
+			// damaged for the next run; a cache that cannot be changed
+			// only costs time.
+			if err := os.Remove(cached); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				slog.Warn("the damaged cached index could not be removed", "err", err)
+			}
+			ix, err := buildAndCache(ctx, layers, opts, key, cached)
+			if err != nil {
+				return nil, fmt.Errorf("%w; building the index again: %w", damage, err)
 			}
 			return ix, nil
 		}

@@ -10,13 +10,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 )
 
 // Index is the merged filesystem metadata of an image's layers. It is
-// immutable once built (but for an index read from a damaged view, which
-// switches to the index built again in its place: see Err) and safe for
-// concurrent use.
+// immutable once built and safe for concurrent use.
 //
 // An Index is built in memory, or read from the cache of the merged view
 // (view), which it then looks paths up in where they lie.
@@ -37,13 +34,6 @@ type Index struct {
 	listed int
 	// view, when set, holds the nodes instead of chunks and paths.
 	view *view
-	// rebuild builds the index again when the view turns out damaged
-	// (Build sets it); the index it makes answers from then on, or its
-	// error is Err.
-	rebuild   func(damage error) (*Index, error)
-	rebuildMu sync.Once
-	rebuilt   atomic.Pointer[Index]
-	err       error
 
 	// files open the unpacked files of each layer, bottom layer first (nil
 	// for a layer without), for the deferred digests.
@@ -80,54 +70,9 @@ func (ix *Index) find(p string) (*Node, bool) {
 // cleaned. Implied directories are returned with Implied set.
 func (ix *Index) Lookup(p string) (*Node, bool) {
 	if v := ix.view; v != nil {
-		if r := ix.rebuilt.Load(); r != nil {
-			return r.Lookup(p)
-		}
-		n, ok := v.lookup(relPath(p))
-		if r, damaged := ix.intact(); damaged {
-			return r.Lookup(p)
-		}
-		return n, ok
+		return v.lookup(relPath(p))
 	}
 	return ix.find(relPath(p))
-}
-
-// intact reports whether the view is still intact; if not, it returns
-// the index built again in its place, or an empty one when that failed
-// (Err).
-func (ix *Index) intact() (*Index, bool) {
-	if ix.view.damage() == nil {
-		return nil, false
-	}
-	ix.rebuildMu.Do(func() {
-		r, err := (*Index)(nil), ix.view.damage()
-		if ix.rebuild != nil {
-			r, err = ix.rebuild(err)
-		}
-		if err != nil {
-			// Only the damage is wrapped: a rebuild's error can read as
-			// fs.ErrNotExist (a blob gone), which its Tree's callers take
-			// for a missing path.
-			if damage := ix.view.damage(); err != damage {
-				err = fmt.Errorf("%w; building the index again: %v", damage, err)
-			}
-			ix.err = err
-			r = &Index{paths: newPathTable(), files: ix.files}
-		}
-		ix.rebuilt.Store(r)
-	})
-	return ix.rebuilt.Load(), true
-}
-
-// Err returns why the index cannot answer: its cached view was damaged
-// and could not be built again. Lookups may then miss paths that are
-// there; every method of its Tree returns Err.
-func (ix *Index) Err() error {
-	if ix.view == nil || ix.view.damage() == nil {
-		return nil
-	}
-	ix.intact()
-	return ix.err
 }
 
 // Content returns the content kept for path, without following symlinks.
@@ -139,14 +84,7 @@ func (ix *Index) Err() error {
 // be modified.
 func (ix *Index) Content(p string) ([]byte, bool) {
 	if v := ix.view; v != nil {
-		if r := ix.rebuilt.Load(); r != nil {
-			return r.Content(p)
-		}
-		b, ok := v.content(relPath(p))
-		if r, damaged := ix.intact(); damaged {
-			return r.Content(p)
-		}
-		return b, ok
+		return v.content(relPath(p))
 	}
 	b, ok := ix.content[relPath(p)]
 	return b, ok
@@ -157,14 +95,7 @@ func (ix *Index) Content(p string) ([]byte, bool) {
 // Symlinks are not followed.
 func (ix *Index) ReadDir(dir string) []*Node {
 	if v := ix.view; v != nil {
-		if r := ix.rebuilt.Load(); r != nil {
-			return r.ReadDir(dir)
-		}
-		nodes := v.readDir(relPath(dir))
-		if r, damaged := ix.intact(); damaged {
-			return r.ReadDir(dir)
-		}
-		return nodes
+		return v.readDir(relPath(dir))
 	}
 	d, ok := ix.find(relPath(dir))
 	if !ok || d.Type != Dir {

@@ -69,14 +69,6 @@ func (r tree) lstat(p string, digest bool) (manifest.Entry, bool, error) {
 
 // node finds p's node with p's parents resolved.
 func (r tree) node(p string) (*Node, bool, error) {
-	n, ok, err := r.resolveNode(p)
-	if ierr := r.ix.Err(); ierr != nil {
-		return nil, false, ierr
-	}
-	return n, ok, err
-}
-
-func (r tree) resolveNode(p string) (*Node, bool, error) {
 	// Two common cases need no resolving, for a clean path (Lookup would
 	// drop a ".." lexically, before the symlink it follows): no symlink on
 	// the way, as every ancestor of an indexed node is a real directory;
@@ -105,14 +97,6 @@ func (r tree) resolveNode(p string) (*Node, bool, error) {
 // ReadFile implements fstree.Tree for the files whose content the index
 // keeps (see Index.Content), following symlinks inside the image.
 func (r tree) ReadFile(p string) ([]byte, error) {
-	b, err := r.readFile(p)
-	if ierr := r.ix.Err(); ierr != nil {
-		return nil, ierr
-	}
-	return b, err
-}
-
-func (r tree) readFile(p string) ([]byte, error) {
 	cur := p
 	for i := 0; i <= fstree.MaxSymlinks; i++ {
 		rp, err := fstree.Resolve(r, cur)
@@ -151,9 +135,6 @@ func (r tree) ReadDir(p string) ([]string, error) {
 		return nil, err
 	}
 	nodes := r.ix.ReadDir(rel(rp))
-	if err := r.ix.Err(); err != nil {
-		return nil, err
-	}
 	names := make([]string, 0, len(nodes))
 	for _, n := range nodes {
 		names = append(names, baseName(n.Path))

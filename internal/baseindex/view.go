@@ -17,7 +17,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/mcbake/mcbake/internal/atomicdir"
@@ -53,13 +52,13 @@ import (
 // content refs (offset and length, 4 bytes each), size (8), mode, uid,
 // gid (4 each), type, linked type, flags (recordImplied, recordContent,
 // recordDeferred), the node's layer (Node.layer), digest (32). The root has an empty
-// parent and name. The checksums catch a damaged or truncated file: the
-// head's when the file is opened, and a block's the first time a lookup
-// reads it, so that a warm build reads (and pages in) the few dozen
-// blocks its lookups touch, not the whole file. A block found damaged
-// then has the index built again (Index.Err). The cache is trusted like
-// the rest of the user's cache directory, but every reference is
-// bounds-checked when the file is read. Bump viewVersion whenever the
+// parent and name. The checksums catch a damaged or truncated file: all
+// of them are checked when the file is opened (the file is paged in in
+// one go, about a millisecond for a megabyte), and a damaged one has the
+// index built again in its place before Build returns, so that nothing
+// read from the index later can fail. The cache is trusted like the rest
+// of the user's cache directory, but every reference is bounds-checked
+// when the file is read. Bump viewVersion whenever the
 // encoding or what an Index holds changes.
 const (
 	viewMagic   = "mcbake baseview\n"
@@ -98,15 +97,11 @@ func viewFile(dir string, key [sha256.Size]byte) string {
 
 // view is an Index read from a view file.
 type view struct {
-	file string
 	// body is the records and then the strings; sums are the blocks'
-	// checksums, and checked has a bit set for each block that matched.
+	// checksums.
 	body, sums []byte
-	checked    []atomic.Uint64
 	recsLen    int
 	count      int
-	// bad is the first block found damaged.
-	bad atomic.Pointer[viewDamage]
 	// nodes are the records made Nodes so far, so that a path's node is
 	// always the same pointer; found are the records of the paths found
 	// so far, -1 for a path not there (see find).
@@ -125,71 +120,45 @@ func (d *viewDamage) Error() string {
 	return fmt.Sprintf("cached base index %s: block %d does not match its checksum", d.file, d.block)
 }
 
-// damage returns the first damaged block found, or nil.
-func (v *view) damage() error {
-	if d := v.bad.Load(); d != nil {
-		return d
-	}
-	return nil
-}
-
-// bytes returns the n bytes of the body at off, which the caller has
-// bounds-checked, once every block they lie in matched its checksum; nil
-// if one does not.
-func (v *view) bytes(off, n int) []byte {
-	if v.bad.Load() != nil {
-		return nil // the index is built again: stop reading
-	}
-	if n == 0 {
-		return v.body[off:off]
-	}
-	for b := off / viewBlock; b <= (off+n-1)/viewBlock; b++ {
-		if !v.check(b) {
-			return nil
+// damaged returns the first block that does not match its checksum, or
+// -1.
+func (v *view) damaged() int {
+	for b := 0; b*viewBlock < len(v.body); b++ {
+		if crc32.Checksum(v.body[b*viewBlock:min((b+1)*viewBlock, len(v.body))], crcTable) != binary.LittleEndian.Uint32(v.sums[4*b:]) {
+			return b
 		}
 	}
-	return v.body[off : off+n]
-}
-
-// check reports whether block b matches its checksum, computing it the
-// first time.
-func (v *view) check(b int) bool {
-	w, bit := &v.checked[b/64], uint64(1)<<(b%64)
-	if w.Load()&bit != 0 {
-		return true
-	}
-	if crc32.Checksum(v.body[b*viewBlock:min((b+1)*viewBlock, len(v.body))], crcTable) != binary.LittleEndian.Uint32(v.sums[4*b:]) {
-		v.bad.CompareAndSwap(nil, &viewDamage{file: v.file, block: b})
-		return false
-	}
-	w.Or(bit)
-	return true
+	return -1
 }
 
 // readView returns the index cached at file for the chain key, or false
-// if there is none usable: any problem makes the caller build it. The
-// file is mapped, not read: only its head is checked here, each block
-// when a lookup first reads it, and nothing is copied or decoded except
+// if there is none usable: any problem makes the caller build it, and a
+// block that does not match its checksum is returned as a *viewDamage
+// too. The file is mapped, not read: nothing is copied or decoded but
 // the nodes looked up.
-func readView(file string, key [sha256.Size]byte, layers []Layer) (*Index, bool) {
+func readView(file string, key [sha256.Size]byte, layers []Layer) (*Index, bool, error) {
 	b, unmap, ok := mapFile(file)
 	if !ok {
-		return nil, false
+		return nil, false, nil
 	}
 	v, listed, ok := openView(b, key, layers)
 	if !ok {
 		unmap()
-		return nil, false
+		return nil, false, nil
 	}
-	v.file = file
+	if blk := v.damaged(); blk >= 0 {
+		unmap()
+		return nil, false, &viewDamage{file: file, block: blk}
+	}
 	// Nothing outside the view points into the mapping: nodes and
 	// contents are copies.
 	runtime.AddCleanup(v, func(unmap func()) { unmap() }, unmap)
-	return &Index{view: v, listed: listed, files: unpackedFiles(layers)}, true
+	return &Index{view: v, listed: listed, files: unpackedFiles(layers)}, true, nil
 }
 
-// mapFile maps a file read-only. A view's blocks are paged in as they are
-// looked up.
+// mapFile maps a file read-only, paged in at once (MAP_POPULATE: the
+// checksums read all of it, and faulting its pages in one by one costs
+// several times as much).
 func mapFile(file string) (b []byte, unmap func(), ok bool) {
 	f, err := os.Open(file)
 	if err != nil {
@@ -200,7 +169,7 @@ func mapFile(file string) (b []byte, unmap func(), ok bool) {
 	if err != nil || fi.Size() < int64(viewHeader+viewFixed) || fi.Size() > math.MaxInt32*recordSize {
 		return nil, nil, false
 	}
-	b, err = unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	b, err = unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
 		return nil, nil, false
 	}
@@ -231,7 +200,7 @@ func openView(b []byte, key [sha256.Size]byte, layers []Layer) (*view, int, bool
 	if flags&viewDeferred != 0 && slices.ContainsFunc(layers, func(l Layer) bool { return l.Unpacked == nil }) {
 		return nil, 0, false
 	}
-	v := &view{body: body, sums: p[viewFixed:head], checked: make([]atomic.Uint64, (blocks+63)/64),
+	v := &view{body: body, sums: p[viewFixed:head],
 		recsLen: int(count) * recordSize, count: int(count), nodes: map[int]*Node{}, found: map[string]int32{}}
 	return v, int(listed), true
 }
@@ -239,25 +208,18 @@ func openView(b []byte, key [sha256.Size]byte, layers []Layer) (*view, int, bool
 // blocksOf returns the count of blocks of a body of n bytes.
 func blocksOf(n uint64) uint64 { return (n + viewBlock - 1) / viewBlock }
 
-// zeroRecord is what a record in a damaged block reads as.
-var zeroRecord [recordSize]byte
-
 func (v *view) rec(i int) []byte {
-	if r := v.bytes(i*recordSize, recordSize); r != nil {
-		return r
-	}
-	return zeroRecord[:]
+	return v.body[i*recordSize : (i+1)*recordSize]
 }
 
 // ref returns the string a record refers to at k; a reference outside
-// the strings (which the checksums rule out) or into a damaged block
-// reads as "".
+// the strings (which the checksums rule out) reads as "".
 func (v *view) ref(r []byte, k int) []byte {
 	off, n := uint64(binary.LittleEndian.Uint32(r[k:])), uint64(binary.LittleEndian.Uint32(r[k+4:]))
 	if off+n > uint64(len(v.body)-v.recsLen) {
 		return nil
 	}
-	return v.bytes(v.recsLen+int(off), int(n))
+	return v.body[v.recsLen+int(off) : v.recsLen+int(off+n)]
 }
 
 // compare orders record i against the key (parent, name).
@@ -281,9 +243,7 @@ func (v *view) search(parent, name string) (int, bool) {
 // are remembered: a warm build asks for about 300 paths ten times each
 // (every lookup resolves each parent of its path again, and systemd's
 // unit search asks for the same directories for every unit), and each
-// search probes about 17 records and their strings. An answer found with
-// the view damaged is not remembered; the index answers from the one
-// built again from then on anyway (Index.intact).
+// search probes about 17 records and their strings.
 func (v *view) find(p string) (int, bool) {
 	v.mu.Lock()
 	i, ok := v.found[p]
@@ -292,15 +252,13 @@ func (v *view) find(p string) (int, bool) {
 		return int(i), i >= 0
 	}
 	j, hit := v.search(parentDir(p), baseName(p))
-	if v.bad.Load() == nil {
-		i = -1
-		if hit {
-			i = int32(j)
-		}
-		v.mu.Lock()
-		v.found[p] = i
-		v.mu.Unlock()
+	i = -1
+	if hit {
+		i = int32(j)
 	}
+	v.mu.Lock()
+	v.found[p] = i
+	v.mu.Unlock()
 	return j, hit
 }
 
@@ -379,7 +337,7 @@ func (v *view) readDir(dir string) []*Node {
 	}
 	db := []byte(dir)
 	var out []*Node
-	for i, _ := v.search(dir, ""); i < v.count && bytes.Equal(v.ref(v.rec(i), 0), db) && v.bad.Load() == nil; i++ {
+	for i, _ := v.search(dir, ""); i < v.count && bytes.Equal(v.ref(v.rec(i), 0), db); i++ {
 		if len(v.ref(v.rec(i), 8)) == 0 {
 			continue // the root, whose parent is "" too
 		}
