@@ -176,11 +176,11 @@ func RenderOnly(ctx context.Context, opts RenderOptions) (*Prepared, error) {
 // the base again. opts.MachineConfigs are the loaded ones afterwards, for
 // an engine.
 func prepareClosed(ctx context.Context, opts *Options) (p *Prepared, err error) {
-	b, release, err := openBase(ctx, opts)
+	b, err := openBase(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { err = errors.Join(err, b.Close()); release() }()
+	defer func() { err = errors.Join(err, b.Close()) }()
 	return Prepare(ctx, b, *opts)
 }
 
@@ -211,11 +211,11 @@ func appendImage(ctx context.Context, opts ImageOptions) (_ *Result, err error) 
 		return multiPlatform(ctx, opts)
 	}
 	opts.SharedIndex.Later = true // published once the image is written
-	b, release, err := openBase(ctx, &opts.Options)
+	b, err := openBase(ctx, &opts.Options)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { err = errors.Join(err, b.Close()); release() }()
+	defer func() { err = errors.Join(err, b.Close()) }()
 	tmpDir, err := atomicdir.MkdirTemp("", "mcbake-build-")
 	if err != nil {
 		return nil, err
@@ -236,13 +236,11 @@ func appendImage(ctx context.Context, opts ImageOptions) (_ *Result, err error) 
 // openBase opens opts.Base while opts.LoadMachineConfigs, when set, loads
 // opts.MachineConfigs (image.OpenBaseWhile): the loading, the longer of
 // the two on a warm cache, runs on the calling goroutine. A loading
-// error cancels the opening and is the one returned. The caller calls
-// release once it has closed the base.
-func openBase(ctx context.Context, opts *Options) (_ *image.Base, release func(), _ error) {
+// error cancels the opening and is the one returned.
+func openBase(ctx context.Context, opts *Options) (*image.Base, error) {
 	load := opts.LoadMachineConfigs
 	if load == nil {
-		b, err := image.OpenBase(ctx, opts.Base, opts.baseOptions())
-		return b, func() {}, err
+		return image.OpenBase(ctx, opts.Base, opts.baseOptions())
 	}
 	opts.LoadMachineConfigs = nil
 	return image.OpenBaseWhile(ctx, opts.Base, opts.baseOptions(), func() (err error) {

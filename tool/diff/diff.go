@@ -62,11 +62,10 @@ func Run(ctx context.Context, o Options) (_ *revert.Report, err error) {
 	if (o.Image == "") == (o.ManifestFile == "") {
 		return nil, ErrImageOrManifest
 	}
-	in, release, err := openInputs(ctx, o)
+	in, err := openInputs(ctx, o)
 	if err != nil {
 		return nil, err
 	}
-	defer release()
 	b := in.base
 	defer func() { err = errors.Join(err, b.Close()) }()
 	if in.derived {
@@ -91,15 +90,15 @@ type diffInputs struct {
 // containers-storage store they share is loaded once. An error reading
 // the manifest (or the MachineConfigs it is compared with) cancels the
 // opening and is the one returned, as when they ran one after the
-// other. The caller calls release after closing the base.
-func openInputs(ctx context.Context, o Options) (in diffInputs, release func(), err error) {
+// other.
+func openInputs(ctx context.Context, o Options) (in diffInputs, err error) {
 	// The image may be read and closed before the goroutine opens the base.
 	defer image.HoldStore(o.Base, o.Images)()
-	in.base, release, err = image.OpenBaseWhile(ctx, o.Base, o.sharedBaseOptions(), func() error { return in.readManifest(ctx, o) })
+	in.base, err = image.OpenBaseWhile(ctx, o.Base, o.sharedBaseOptions(), func() error { return in.readManifest(ctx, o) })
 	if err != nil {
-		return diffInputs{}, nil, err
+		return diffInputs{}, err
 	}
-	return in, release, nil
+	return in, nil
 }
 
 // readManifest reads the layered image's manifest, and warns of each

@@ -89,12 +89,10 @@ func (b *Base) Tree() fstree.Tree { return b.Index.Tree() }
 // path): a build loads its MachineConfigs, a diff reads the layered
 // image's manifest. An error of work cancels the opening and is the one
 // returned, the base closed if it opened, as when they ran one after the
-// other. The caller calls release once it has closed the base: the index
-// keeps the context it was opened with, which stops a rebuild of a
-// damaged cached view when ctx is cancelled, and must not be cancelled
-// before.
-func OpenBaseWhile(ctx context.Context, ref string, opts BaseOptions, work func() error) (_ *Base, release func(), _ error) {
+// other.
+func OpenBaseWhile(ctx context.Context, ref string, opts BaseOptions, work func() error) (*Base, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	var b *Base
 	var err error
 	opened := make(chan struct{})
@@ -111,14 +109,9 @@ func OpenBaseWhile(ctx context.Context, ref string, opts BaseOptions, work func(
 		if b != nil {
 			werr = errors.Join(werr, b.Close())
 		}
-		cancel(nil)
-		return nil, nil, werr
+		return nil, werr
 	}
-	if err != nil {
-		cancel(nil)
-		return nil, nil, err
-	}
-	return b, func() { cancel(nil) }, nil
+	return b, err
 }
 
 // OpenBase opens ref and indexes its layers (or reads the cached index).
