@@ -92,7 +92,9 @@ type ImageOptions struct {
 }
 
 // RenderOptions configure a render-only build (RenderOnly): the inputs
-// and the directory the build context goes to.
+// and the directory the build context goes to. It writes no image: of
+// Images, the destination's settings (Destination, Sign) apply only to
+// the index it publishes to SharedIndex.Repo.
 type RenderOptions struct {
 	Options
 	// Dir is the directory of the build context (not an image reference).

@@ -168,8 +168,9 @@ func (f *buildFlags) checkCombination(images image.Options, platforms []string) 
 	switch {
 	case len(platforms) > 0 && (f.renderOnly || !isAppend):
 		return errors.New("--platform all or a list builds an index: only with --engine append, without --render-only")
-	case f.renderOnly && push:
-		return errors.New("--sign-* and --dest-* need an image build: --render-only writes a directory and pushes nothing")
+	case f.renderOnly && push && f.index.repo == "":
+		// With --index-repo they are the index repository's settings.
+		return errors.New("--sign-* and --dest-* need an image build or --index-repo: --render-only writes a directory and pushes nothing else")
 	case f.renderOnly:
 		return nil
 	case !isAppend && push:

@@ -31,9 +31,9 @@ func TestBuildFlagCombinations(t *testing.T) {
 		{"destination credentials with buildah", []string{"-o", image, "--engine", "buildah", "--dest-creds", "me:secret"},
 			"--sign-* and --dest-* need --engine append (buildah writes with the shared and --src-* settings)"},
 		{"signing a render-only build", []string{"-o", ctxDir, "--render-only", "--sign-by-sigstore-private-key", filepath.Join(dir, "cosign.key")},
-			"--sign-* and --dest-* need an image build: --render-only writes a directory and pushes nothing"},
+			"--sign-* and --dest-* need an image build or --index-repo: --render-only writes a directory and pushes nothing else"},
 		{"destination credentials for a render-only build", []string{"-o", ctxDir, "--render-only", "--dest-tls-verify=false"},
-			"--sign-* and --dest-* need an image build: --render-only writes a directory and pushes nothing"},
+			"--sign-* and --dest-* need an image build or --index-repo: --render-only writes a directory and pushes nothing else"},
 		{"Containerfile instructions with append", []string{"-o", image, "--containerfile-append", filepath.Join(dir, "extra")},
 			"--containerfile-append needs --engine buildah or --render-only"},
 	}
@@ -54,6 +54,24 @@ func TestBuildFlagCombinations(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBuildRenderOnlyIndexRepo: with --index-repo, a render-only build
+// takes --sign-* and --dest-*, which sign the base index it publishes
+// there and reach that repository: the flags pass, and the build goes on
+// to read its inputs.
+func TestBuildRenderOnlyIndexRepo(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "xdg"))
+	e := &env{t: t, dir: dir, cache: filepath.Join(dir, "cache"), policy: "testdata/policy.json"}
+	args := append([]string{"build", "--quiet", "--base", "oci:" + filepath.Join(dir, "no-such-base") + ":latest", "-f", filepath.Join(dir, "mc.yaml")}, e.imageArgs()...)
+	args = append(args, "-o", filepath.Join(dir, "ctx"), "--render-only", "--index-repo", "127.0.0.1:1/indexes", "--dest-tls-verify=false",
+		"--sign-by-sigstore-private-key", filepath.Join(dir, "cosign.key"))
+	code, _, stderr := e.run(args...)
+	// The MachineConfig file, which does not exist, is what fails.
+	if code == 0 || strings.Contains(stderr, "--sign-* and --dest-*") || !strings.Contains(stderr, "mc.yaml") {
+		t.Errorf("mcbake %s: exit %d, stderr %q; want the flags taken and mc.yaml missing", strings.Join(args, " "), code, stderr)
 	}
 }
 
