@@ -13,8 +13,10 @@ import (
 	"fmt"
 	"maps"
 	"path"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mcbake/mcbake/fstree"
@@ -67,6 +69,10 @@ type Options struct {
 	// arch (each platform of a multi-platform build has its own), in
 	// place of Guard.
 	GuardFor func(arch string) ([]byte, error)
+
+	// prefetched, when set, is the guard's entries being computed
+	// (prefetchGuard).
+	prefetched *guardPrefetch
 }
 
 // ImageOptions configure an image build (Image): the inputs, the
@@ -213,6 +219,7 @@ func appendImage(ctx context.Context, opts ImageOptions) (_ *Result, err error) 
 		return multiPlatform(ctx, opts)
 	}
 	opts.SharedIndex.Later = true // published once the image is written
+	opts.prefetchGuard()
 	b, err := openBase(ctx, &opts.Options)
 	if err != nil {
 		return nil, err
@@ -332,6 +339,46 @@ func (o Options) guardFor(arch string) ([]byte, error) {
 	return bin, guard.CheckArch(bin, arch)
 }
 
+// ownEntries are mcbake's own files for an image of GOARCH arch (the
+// guard's, guard.Entries; nil for none): prefetchGuard's when it
+// started on arch.
+func (o Options) ownEntries(arch string) ([]render.Entry, error) {
+	if g := o.prefetched; g != nil && g.arch == arch {
+		return g.get()
+	}
+	return o.computeOwn(arch)
+}
+
+func (o Options) computeOwn(arch string) ([]render.Entry, error) {
+	bin, err := o.guardFor(arch)
+	if err != nil || bin == nil {
+		return nil, err
+	}
+	return guard.Entries(bin), nil
+}
+
+// guardPrefetch is the guard's entries for arch, computed once.
+type guardPrefetch struct {
+	arch string
+	get  func() ([]render.Entry, error)
+}
+
+// prefetchGuard starts computing the guard's entries for the host's
+// architecture, the base's nearly always, in the background: copying the
+// 12 MB binary out of mcbake's own and hashing it take about 35 ms, which
+// a build then spends while it waits for the base's manifest, config and
+// index (a cold registry build) or loads the MachineConfigs (docs/design.md,
+// "The warm path"). An image of another architecture computes its own.
+func (o *Options) prefetchGuard() {
+	if o.Guard == nil && o.GuardFor == nil {
+		return
+	}
+	c, arch := *o, runtime.GOARCH
+	g := &guardPrefetch{arch: arch, get: sync.OnceValues(func() ([]render.Entry, error) { return c.computeOwn(arch) })}
+	o.prefetched = g
+	go func() { _, _ = g.get() }()
+}
+
 // Prepare renders the MachineConfigs against an opened base and records
 // the manifest, with the base's state of every owned path. With none,
 // and opts.Guard, it prepares a guard-only build. Once ctx is done it
@@ -346,16 +393,16 @@ func Prepare(ctx context.Context, b *image.Base, opts Options) (*Prepared, error
 	for _, l := range b.Layers() {
 		p.BaseDiffIDs = append(p.BaseDiffIDs, l.DiffID)
 	}
-	bin, err := opts.guardFor(b.Image.Config().Architecture)
+	own, err := opts.ownEntries(b.Image.Config().Architecture)
 	if err != nil {
 		return nil, err
 	}
-	if bin != nil {
-		p.Own = guard.Entries(bin)
-		p.GuardDigest = p.Own[0].Digest
+	if own != nil {
+		p.Own = own
+		p.GuardDigest = own[0].Digest
 	}
 	if len(opts.MachineConfigs) == 0 {
-		if bin == nil {
+		if own == nil {
 			return nil, errors.New("no MachineConfig given (-f), and no revert guard to add")
 		}
 		p.Rendered = &render.Result{}
