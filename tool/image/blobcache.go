@@ -10,7 +10,6 @@ import (
 	digest "github.com/opencontainers/go-digest"
 	"go.podman.io/image/v5/docker"
 	"go.podman.io/image/v5/docker/reference"
-	"go.podman.io/image/v5/pkg/blobinfocache"
 	"go.podman.io/image/v5/pkg/compression"
 	"go.podman.io/image/v5/types"
 )
@@ -27,7 +26,7 @@ func (im *Image) recordLocations(sys *types.SystemContext) {
 	if named == nil {
 		return
 	}
-	cache := blobinfocache.DefaultCache(sys)
+	cache := blobInfoCache(sys)
 	if c, ok := cache.(interface{ Open() }); ok {
 		c.Open()
 	}

@@ -9,12 +9,30 @@ import (
 	"sync"
 
 	_ "github.com/mattn/go-sqlite3" // containers/image's blob-info cache driver
+	"go.podman.io/image/v5/pkg/blobinfocache"
+	"go.podman.io/image/v5/types"
 	"golang.org/x/sys/unix"
 )
 
 // blobInfoCacheFile is the file containers/image keeps its blob-info
 // cache in, in SystemContext.BlobInfoCacheDir.
 const blobInfoCacheFile = "blob-info-cache-v1.sqlite"
+
+// blobInfoCache is blobinfocache.DefaultCache(sys), its database in WAL
+// mode (walBlobInfoCache).
+func blobInfoCache(sys *types.SystemContext) types.BlobInfoCache {
+	walBlobInfoCacheOf(sys)
+	return blobinfocache.DefaultCache(sys)
+}
+
+// walBlobInfoCacheOf is walBlobInfoCache for the cache of sys, which
+// copy.Image opens (DestinationCtx's); called right before, so that a
+// command that opens no cache creates none.
+func walBlobInfoCacheOf(sys *types.SystemContext) {
+	if sys != nil && sys.BlobInfoCacheDir != "" {
+		walBlobInfoCache(sys.BlobInfoCacheDir)
+	}
+}
 
 // walDirs are the blob-info cache directories walBlobInfoCache has seen.
 var walDirs sync.Map

@@ -26,10 +26,11 @@ func sqliteJournal(t *testing.T, file string) (write, read byte) {
 	return b[18], b[19]
 }
 
-// TestBlobInfoCacheWAL: the blob-info cache database that an image's
-// configuration names is in WAL mode, whether mcbake creates it or
+// TestBlobInfoCacheWAL: the blob-info cache database mcbake opens
+// (blobInfoCache) is in WAL mode, whether mcbake creates it or
 // containers/image created it before in rollback-journal mode, and
-// containers/image records and finds locations in it.
+// containers/image records and finds locations in it. Only opening it
+// creates it.
 func TestBlobInfoCacheWAL(t *testing.T) {
 	for _, existing := range []bool{false, true} {
 		dir := filepath.Join(t.TempDir(), "blobinfo")
@@ -45,10 +46,13 @@ func TestBlobInfoCacheWAL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if _, err := os.Stat(file); err != nil != !existing {
+			t.Errorf("existing %v: the database before it is opened: %v", existing, err)
+		}
+		c := blobInfoCache(sys)
 		if w, r := sqliteJournal(t, file); w != 2 || r != 2 {
 			t.Errorf("existing %v: file format versions %d/%d, want WAL's 2/2", existing, w, r)
 		}
-		c := blobinfocache.DefaultCache(sys)
 		d := digest.FromString("layer")
 		scope := types.BICTransportScope{Opaque: "registry.example"}
 		c.RecordKnownLocation(docker.Transport, scope, d, types.BICLocationReference{Opaque: "registry.example/base"})

@@ -129,7 +129,6 @@ func (o Options) sideContext(side Registry) (*types.SystemContext, error) {
 	if err != nil {
 		return nil, err
 	}
-	walBlobInfoCache(cache)
 	sys := &types.SystemContext{
 		BlobInfoCacheDir:            cache,
 		SystemRegistriesConfPath:    o.RegistriesConf,

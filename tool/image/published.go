@@ -21,7 +21,6 @@ import (
 	"go.podman.io/image/v5/docker"
 	"go.podman.io/image/v5/docker/reference"
 	"go.podman.io/image/v5/manifest"
-	"go.podman.io/image/v5/pkg/blobinfocache"
 	"go.podman.io/image/v5/pkg/blobinfocache/none"
 	"go.podman.io/image/v5/signature"
 	"go.podman.io/image/v5/types"
@@ -233,6 +232,7 @@ func signIndex(ctx context.Context, sys *types.SystemContext, named reference.Na
 		if err != nil {
 			return err
 		}
+		walBlobInfoCacheOf(co.DestinationCtx)
 		_, err = copy.Image(ctx, pc, ref, ref, co)
 		return errors.Join(err, pc.Destroy())
 	})
@@ -311,7 +311,7 @@ func pushIndex(ctx context.Context, sys *types.SystemContext, tagRef types.Image
 		return false, 0, err
 	}
 	defer func() { err = errors.Join(err, dest.Close()) }()
-	cache := blobinfocache.DefaultCache(sys)
+	cache := blobInfoCache(sys)
 	for _, b := range []struct {
 		data     []byte
 		desc     imgspecv1.Descriptor
