@@ -21,13 +21,15 @@ import (
 )
 
 // cacheLayers are layers exercising everything a cache file records:
-// whiteouts, opaque markers, hardlinks, kept contents, owners and modes.
+// whiteouts, opaque markers, hardlinks (one whose target a later layer
+// replaces: it keeps the first content's digest), kept contents, owners
+// and modes.
 var cacheLayers = [][]ent{
 	{
 		dir("./").withMode(0o555),
 		file("etc/passwd", "root:x:0:0::/root:/bin/bash\n"),
 		file("etc/group", ""),
-		dir("d/"), file("d/x", "x"), file("d/y", "y"),
+		dir("d/"), file("d/x", "x"), file("d/y", "y"), hardlink("d/z", "d/y"),
 		file("sysroot/ostree/repo/objects/aa.file", "[Unit]\nDescription=a\n"),
 		hardlink("usr/lib/systemd/system/a.service", "sysroot/ostree/repo/objects/aa.file"),
 		symlink("usr/local", "../var/usrlocal"),
@@ -35,7 +37,7 @@ var cacheLayers = [][]ent{
 		file("home/core/.ssh/authorized_keys", "ssh-ed25519 AAAA").withMode(0o600).withOwner(1000, 1000),
 	},
 	{
-		whiteout("d/.wh.x"),
+		whiteout("d/.wh.x"), file("d/y", "another y"),
 		dir("e/"), whiteout("e/.wh..wh..opq"),
 		file("etc/systemd/system-preset/10.preset", "enable a.service\n"),
 		hardlink("etc/systemd/system/a.service", "usr/lib/systemd/system/a.service"),

@@ -51,7 +51,12 @@ import (
 // A record, little endian: parent, name, target, linked target and
 // content refs (offset and length, 4 bytes each), size (8), mode, uid,
 // gid (4 each), type, linked type, flags (recordImplied, recordContent,
-// recordDeferred), the node's layer (Node.layer), digest (32). The root has an empty
+// recordDeferred, recordTargetDigest), the node's layer (Node.layer),
+// digest (32). A hard link whose digest is its target's record's, as in
+// an ostree-ext base where every file of /usr is a hard link to an
+// object, leaves its own zero (recordTargetDigest): digests are what does
+// not compress, and this takes a third off the published index of such a
+// base. The root has an empty
 // parent and name. The checksums catch a damaged or truncated file: all
 // of them are checked when the file is opened (the file is paged in in
 // one go, about a millisecond for a megabyte), and a damaged one has the
@@ -62,7 +67,7 @@ import (
 // encoding or what an Index holds changes.
 const (
 	viewMagic   = "mcbake baseview\n"
-	viewVersion = 4
+	viewVersion = 5
 	viewHeader  = len(viewMagic) + 4 + 8 + 4
 	viewFixed   = sha256.Size + 4 + 4 + 4 + 4
 	viewBlock   = 4096
@@ -73,6 +78,8 @@ const (
 	recordImplied  = 1
 	recordContent  = 2
 	recordDeferred = 4
+	// recordTargetDigest: the digest is the one of the record at Target.
+	recordTargetDigest = 8
 )
 
 // viewKey names the chain of layers: their blob digests in order, and the
@@ -299,6 +306,12 @@ func (v *view) node(i int) *Node {
 		n.Type = FIFO
 	}
 	copy(n.Digest[:], r[64:])
+	if r[62]&recordTargetDigest != 0 {
+		// A target missing (which the writer rules out) reads as zero.
+		if j, ok := v.search(parentDir(n.Target), baseName(n.Target)); ok {
+			copy(n.Digest[:], v.rec(j)[64:])
+		}
+	}
 	n.Path = joinPath(string(v.ref(r, 0)), string(v.ref(r, 8)))
 	if r[62]&recordImplied != 0 {
 		n.flags |= nodeImplied
@@ -431,9 +444,24 @@ func writeRecords(w io.Writer, groups []dirGroup, ix *Index) {
 			ref(r[:], 24, len(n.LinkedTarget))
 			ref(r[:], 32, len(ix.kept(n)))
 			encodeRecord(r[:], n)
+			if ix.sameDigestAsTarget(n) {
+				r[62] |= recordTargetDigest
+				clear(r[64:])
+			}
 			w.Write(r[:])
 		}
 	}
+}
+
+// sameDigestAsTarget reports whether n is a hard link whose digest is
+// the one of the regular file at its target (not always: a later layer
+// may have replaced the target, and the link keeps the inode it had).
+func (ix *Index) sameDigestAsTarget(n *Node) bool {
+	if n.Type != Hardlink || n.Deferred() || n.Digest == (Digest{}) {
+		return false
+	}
+	t, ok := ix.find(n.Target)
+	return ok && t.Type == File && !t.Deferred() && t.Digest == n.Digest
 }
 
 // writeStrings writes the strings writeRecords referred to.
