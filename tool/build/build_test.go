@@ -34,7 +34,7 @@ import (
 	"github.com/mcbake/mcbake/tool/build"
 	"github.com/mcbake/mcbake/tool/build/buildah"
 	"github.com/mcbake/mcbake/tool/image"
-	"github.com/mcbake/mcbake/tool/image/imagestest"
+	"github.com/mcbake/mcbake/tool/internal/testing/imagestest"
 )
 
 // parityUnits are the systemd units of the parity MachineConfig: a unit

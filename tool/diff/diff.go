@@ -1,5 +1,8 @@
-// Package diff predicts what a revert from a layered image to a base does
-// to every owned path: the image half of mcbake diff and plan.
+// Package diff predicts what a revert to the base does to an image's owned paths.
+//
+// It is the image half of mcbake diff and plan: it reads the layered
+// image's manifest (or derives the owned paths of an image built by
+// others) and the base's index, and calls the library's prediction.
 package diff
 
 import (

@@ -28,7 +28,7 @@ import (
 	"github.com/mcbake/mcbake/revert"
 	"github.com/mcbake/mcbake/tool/build"
 	"github.com/mcbake/mcbake/tool/image"
-	"github.com/mcbake/mcbake/tool/image/imagestest"
+	"github.com/mcbake/mcbake/tool/internal/testing/imagestest"
 )
 
 // baseForm is one form of the test base and how its layers must be read.

@@ -12,7 +12,7 @@ import (
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/revert"
 	"github.com/mcbake/mcbake/tool/image"
-	"github.com/mcbake/mcbake/tool/image/imagestest"
+	"github.com/mcbake/mcbake/tool/internal/testing/imagestest"
 )
 
 // TestMain lets containers/image run its re-executed helpers out of the

@@ -1,6 +1,7 @@
-// Command gendeflate writes a node binary's raw deflate encoding beside it
-// for the revert guard's layer writer (guard.Deflate): make guard-bin runs
-// it on each binary it embeds.
+// Command gendeflate writes each embedded node binary's deflate encoding beside it.
+//
+// The revert guard's layer writer splices it in (guard.Deflate); make
+// guard-bin runs it on each binary it embeds.
 //
 //	gendeflate BINARY...
 package main

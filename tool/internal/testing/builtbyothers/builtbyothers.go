@@ -1,5 +1,6 @@
-// Package builtbyothers is the image built by others that verify's and
-// diff's tests share: its MachineConfig, its layer and what a revert does.
+// Package builtbyothers is the image built by others that verify's and diff's tests share.
+//
+// It holds its MachineConfig, its layer and what a revert does.
 package builtbyothers
 
 import (
