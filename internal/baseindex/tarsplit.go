@@ -14,6 +14,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 
+	"github.com/mcbake/mcbake/internal/baseindex/jsonscan"
 	"github.com/mcbake/mcbake/internal/baseindex/tarparse"
 )
 
@@ -227,31 +228,31 @@ func (l *tarSplitListing) entry() (splitEntry, error) {
 // UTF-8. A segment's payload stays base64, a slice of line.
 func parseSplitEntry(line []byte) (splitEntry, error) {
 	var e splitEntry
-	s := jsonScanner{b: line}
+	s := jsonscan.New(line)
 	var payload []byte
-	s.object(func(key []byte) {
+	s.Object(func(key []byte) {
 		switch string(key) {
 		case "type":
-			e.typ = s.int()
+			e.typ = s.Int()
 		case "name":
-			e.name = s.str()
+			e.name = s.Str()
 		case "name_raw":
-			raw, err := base64.StdEncoding.DecodeString(s.str())
+			raw, err := base64.StdEncoding.DecodeString(s.Str())
 			if err != nil {
-				s.fail()
+				s.Fail(jsonscan.ErrMalformed)
 			}
 			e.name = string(raw)
 		case "size":
-			e.size = s.int()
+			e.size = s.Int()
 		case "payload":
-			if !s.null() {
-				payload = s.bytes()
+			if !s.Null() {
+				payload = s.Bytes()
 			}
 		default:
-			s.skip()
+			s.Skip()
 		}
 	})
-	if err := s.end(); err != nil {
+	if err := s.End(); err != nil {
 		return e, err
 	}
 	e.payload = payload

@@ -17,6 +17,8 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 	digest "github.com/opencontainers/go-digest"
+
+	"github.com/mcbake/mcbake/internal/baseindex/jsonscan"
 )
 
 // TOC lets Build read a zstd:chunked or eStargz layer's table of contents
@@ -308,19 +310,19 @@ var tocTypes = map[string]byte{
 func parseTOC(t *TOC, format tocFormat, json []byte, tocOffset int64) (*tocListing, error) {
 	// A name per entry: enough room for them all at once.
 	l := &tocListing{toc: t, format: format, entries: make([]tocEntry, 0, bytes.Count(json, []byte(`"name"`)))}
-	s := jsonScanner{b: json}
+	s := jsonscan.New(json)
 	version := int64(-1)
-	s.object(func(key []byte) {
+	s.Object(func(key []byte) {
 		switch string(key) {
 		case "version":
-			version = s.int()
+			version = s.Int()
 		case "entries":
-			s.array(func() { l.addEntry(s.entry()) })
+			s.Array(func() { l.addEntry(tocEntryOf(s)) })
 		default:
-			s.skip()
+			s.Skip()
 		}
 	})
-	if err := s.end(); err != nil {
+	if err := s.End(); err != nil {
 		return nil, fallback("table of contents: %v", err)
 	}
 	if version != 1 {
@@ -330,44 +332,44 @@ func parseTOC(t *TOC, format tocFormat, json []byte, tocOffset int64) (*tocListi
 }
 
 // entry reads one TOC entry.
-func (s *jsonScanner) entry() tocEntry {
+func tocEntryOf(s *jsonscan.Scanner) tocEntry {
 	var e tocEntry
 	var typ string
 	var c tocChunk
-	s.object(func(key []byte) {
+	s.Object(func(key []byte) {
 		switch string(key) {
 		case "type":
-			typ = s.view()
+			typ = s.View()
 		case "name":
-			e.name = s.view() // the TOC's JSON is never modified
+			e.name = s.View() // the TOC's JSON is never modified
 		case "linkName":
-			e.link = s.view()
+			e.link = s.View()
 		case "mode":
-			e.mode = s.int()
+			e.mode = s.Int()
 		case "size":
-			e.size = s.int()
+			e.size = s.Int()
 		case "uid":
-			e.uid = s.int()
+			e.uid = s.Int()
 		case "gid":
-			e.gid = s.int()
+			e.gid = s.Int()
 		case "digest":
 			e.hasDigest, e.badDigest = false, false
-			if d := s.bytes(); len(d) > 0 {
+			if d := s.Bytes(); len(d) > 0 {
 				hexSum, ok := bytes.CutPrefix(d, []byte("sha256:"))
 				n, err := hex.Decode(e.digest[:], hexSum)
 				e.hasDigest = ok && err == nil && n == len(e.digest)
 				e.badDigest = !e.hasDigest
 			}
 		case "offset":
-			e.offset = s.int()
+			e.offset = s.Int()
 		case "endOffset":
-			e.end = s.int()
+			e.end = s.Int()
 		case "innerOffset":
-			c.inner = s.int()
+			c.inner = s.Int()
 		case "chunkOffset":
-			c.start = s.int()
+			c.start = s.Int()
 		default:
-			s.skip()
+			s.Skip()
 		}
 	})
 	c.offset = e.offset
@@ -377,8 +379,8 @@ func (s *jsonScanner) entry() tocEntry {
 		return e
 	}
 	var ok bool
-	if e.typ, ok = tocTypes[typ]; !ok && s.err == nil {
-		s.err = fmt.Errorf("entry %q: unknown type %q", e.name, typ)
+	if e.typ, ok = tocTypes[typ]; !ok && s.Err() == nil {
+		s.Fail(fmt.Errorf("entry %q: unknown type %q", e.name, typ))
 	}
 	return e
 }

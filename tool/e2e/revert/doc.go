@@ -1,4 +1,2 @@
-// Package revert holds mcbake's end-to-end tests of revert predictions:
-// images built by mcbake, reverted with real ostree, compared with what
-// mcbake predicted.
+// Package revert holds mcbake's end-to-end tests of revert predictions against real ostree.
 package revert

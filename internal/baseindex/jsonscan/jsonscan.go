@@ -1,4 +1,5 @@
-package baseindex
+// Package jsonscan reads JSON without building values for what it skips.
+package jsonscan
 
 import (
 	"bytes"
@@ -9,28 +10,43 @@ import (
 	"unsafe"
 )
 
-// jsonScanner reads the JSON of a tar-split line or a table of contents
+// Scanner reads the JSON of a tar-split line or a table of contents
 // without building values for what it skips: both hold tens of thousands
 // of small flat objects, which encoding/json decodes ten times slower
 // than a layer's metadata is worth. It reads RFC 8259 JSON; a number it
 // is asked for must be an integer. The first error sticks: every read
 // after it returns a zero value, and err says what went wrong.
-type jsonScanner struct {
+type Scanner struct {
 	b   []byte
 	i   int
 	err error
 }
 
-var errJSON = errors.New("malformed JSON")
+// New returns a Scanner of b.
+func New(b []byte) *Scanner { return &Scanner{b: b} }
 
-func (s *jsonScanner) fail() {
+// Err is the first error, or nil.
+func (s *Scanner) Err() error { return s.err }
+
+// Fail sets the error to err, unless there is one already.
+func (s *Scanner) Fail(err error) {
 	if s.err == nil {
-		s.err = errJSON
+		s.err = err
 	}
 }
 
-// ws skips white space and returns the next byte, or 0 at the end.
-func (s *jsonScanner) ws() byte {
+// ErrMalformed is the error of JSON that is not RFC 8259's, or not of
+// the shape asked for.
+var ErrMalformed = errors.New("malformed JSON")
+
+func (s *Scanner) fail() {
+	if s.err == nil {
+		s.err = ErrMalformed
+	}
+}
+
+// Peek skips white space and returns the next byte, or 0 at the end.
+func (s *Scanner) Peek() byte {
 	for s.i < len(s.b) {
 		switch c := s.b[s.i]; c {
 		case ' ', '\t', '\n', '\r':
@@ -43,8 +59,8 @@ func (s *jsonScanner) ws() byte {
 }
 
 // expect consumes the byte c after white space.
-func (s *jsonScanner) expect(c byte) bool {
-	if s.err != nil || s.ws() != c {
+func (s *Scanner) expect(c byte) bool {
+	if s.err != nil || s.Peek() != c {
 		s.fail()
 		return false
 	}
@@ -52,23 +68,23 @@ func (s *jsonScanner) expect(c byte) bool {
 	return true
 }
 
-// object reads an object, calling fn with each key; fn must read the
+// Object reads an object, calling fn with each key; fn must read the
 // value (str, int, skip or a nested object or array).
-func (s *jsonScanner) object(fn func(key []byte)) {
+func (s *Scanner) Object(fn func(key []byte)) {
 	if !s.expect('{') {
 		return
 	}
-	if s.ws() == '}' {
+	if s.Peek() == '}' {
 		s.i++
 		return
 	}
 	for s.err == nil {
-		key := s.bytes()
+		key := s.Bytes()
 		if !s.expect(':') {
 			return
 		}
 		fn(key)
-		switch s.ws() {
+		switch s.Peek() {
 		case ',':
 			s.i++
 		case '}':
@@ -80,18 +96,18 @@ func (s *jsonScanner) object(fn func(key []byte)) {
 	}
 }
 
-// array reads an array, calling fn to read each element.
-func (s *jsonScanner) array(fn func()) {
+// Array reads an array, calling fn to read each element.
+func (s *Scanner) Array(fn func()) {
 	if !s.expect('[') {
 		return
 	}
-	if s.ws() == ']' {
+	if s.Peek() == ']' {
 		s.i++
 		return
 	}
 	for s.err == nil {
 		fn()
-		switch s.ws() {
+		switch s.Peek() {
 		case ',':
 			s.i++
 		case ']':
@@ -103,8 +119,8 @@ func (s *jsonScanner) array(fn func()) {
 	}
 }
 
-// bytes reads a string. Without escapes it is a slice of the input.
-func (s *jsonScanner) bytes() []byte {
+// Bytes reads a string. Without escapes it is a slice of the input.
+func (s *Scanner) Bytes() []byte {
 	if !s.expect('"') {
 		return nil
 	}
@@ -157,42 +173,42 @@ func plain(b []byte) bool {
 	return true
 }
 
-// str reads a string, or null as "".
-func (s *jsonScanner) str() string {
-	if s.null() {
+// Str reads a string, or null as "".
+func (s *Scanner) Str() string {
+	if s.Null() {
 		return ""
 	}
-	return string(s.bytes())
+	return string(s.Bytes())
 }
 
-// view reads a string, or null as "", as a string that shares the
+// View reads a string, or null as "", as a string that shares the
 // input's memory: for input that is never modified.
-func (s *jsonScanner) view() string {
-	if s.null() {
+func (s *Scanner) View() string {
+	if s.Null() {
 		return ""
 	}
-	b := s.bytes()
+	b := s.Bytes()
 	if len(b) == 0 {
 		return ""
 	}
 	return unsafe.String(&b[0], len(b))
 }
 
-// null consumes a null and reports whether there was one.
-func (s *jsonScanner) null() bool {
-	if s.err == nil && s.ws() == 'n' && len(s.b)-s.i >= 4 && string(s.b[s.i:s.i+4]) == "null" {
+// Null consumes a null and reports whether there was one.
+func (s *Scanner) Null() bool {
+	if s.err == nil && s.Peek() == 'n' && len(s.b)-s.i >= 4 && string(s.b[s.i:s.i+4]) == "null" {
 		s.i += 4
 		return true
 	}
 	return false
 }
 
-// int reads an integer, or null as 0.
-func (s *jsonScanner) int() int64 {
-	if s.null() || s.err != nil {
+// Int reads an integer, or null as 0.
+func (s *Scanner) Int() int64 {
+	if s.Null() || s.err != nil {
 		return 0
 	}
-	s.ws()
+	s.Peek()
 	neg := s.i < len(s.b) && s.b[s.i] == '-'
 	if neg {
 		s.i++
@@ -217,15 +233,15 @@ func (s *jsonScanner) int() int64 {
 	return int64(v)
 }
 
-// skip reads any value.
-func (s *jsonScanner) skip() {
-	switch s.ws() {
+// Skip reads any value.
+func (s *Scanner) Skip() {
+	switch s.Peek() {
 	case '{':
-		s.object(func([]byte) { s.skip() })
+		s.Object(func([]byte) { s.Skip() })
 	case '[':
-		s.array(s.skip)
+		s.Array(s.Skip)
 	case '"':
-		s.bytes()
+		s.Bytes()
 	case 't', 'f', 'n':
 		for _, lit := range []string{"true", "false", "null"} {
 			if len(s.b)-s.i >= len(lit) && string(s.b[s.i:s.i+len(lit)]) == lit {
@@ -240,7 +256,7 @@ func (s *jsonScanner) skip() {
 }
 
 // number skips a number of any form.
-func (s *jsonScanner) number() {
+func (s *Scanner) number() {
 	start := s.i
 	for ; s.i < len(s.b); s.i++ {
 		c := s.b[s.i]
@@ -253,10 +269,13 @@ func (s *jsonScanner) number() {
 	}
 }
 
-// end checks that nothing but white space is left.
-func (s *jsonScanner) end() error {
-	if s.err == nil && s.ws() != 0 {
-		s.fail()
+// End checks that nothing but white space is left.
+func (s *Scanner) End() error {
+	if s.err == nil {
+		s.Peek()
+		if s.i != len(s.b) { // a NUL byte is no end (Peek returns 0 for both)
+			s.fail()
+		}
 	}
 	return s.err
 }
