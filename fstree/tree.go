@@ -107,7 +107,10 @@ func BaseState(root Tree, e manifest.Entry) (*manifest.BaseState, error) {
 	if err != nil {
 		return nil, err
 	}
-	return manifest.StateOf(ok, manifest.Compare(e, have)), nil
+	if !ok {
+		return manifest.NotInBase(), nil
+	}
+	return manifest.StateOf(manifest.Compare(e, have)), nil
 }
 
 // MaxSymlinks is how many symlinks Resolve follows before it gives up, the
@@ -192,13 +195,13 @@ func (w *walker) walk(c string) error {
 	return nil
 }
 
-// Locate returns where p lands in root: its parents resolved through the
-// root's symlinks and, for a directory, its own path too when the root
-// has a symlink there (as mkdir -p follows it: a directory /usr/local is
-// /var/usrlocal on RHCOS).
-func Locate(root Tree, p string, dir bool) (string, error) {
+// Locate returns where an entry of type t at p lands in root: its
+// parents resolved through the root's symlinks and, for a directory, its
+// own path too when the root has a symlink there (as mkdir -p follows it:
+// a directory /usr/local is /var/usrlocal on RHCOS).
+func Locate(root Tree, p string, t manifest.Type) (string, error) {
 	rp, err := Resolve(root, p)
-	if err != nil || !dir {
+	if err != nil || t != manifest.Directory {
 		return rp, err
 	}
 	n, ok, err := root.Lstat(rp)

@@ -153,17 +153,17 @@ type BaseState struct {
 	Differs []Attr `json:"differs,omitempty"`
 }
 
-// StateOf turns the result of Compare (with found false for a path the
-// tree lacks) into a BaseState.
-func StateOf(found bool, differs []Attr) *BaseState {
-	switch {
-	case !found:
-		return &BaseState{State: StateAbsent}
-	case len(differs) == 0:
+// StateOf turns the result of Compare, for a path the tree has, into a
+// BaseState; NotInBase is the state of a path it lacks.
+func StateOf(differs []Attr) *BaseState {
+	if len(differs) == 0 {
 		return &BaseState{State: StateSame}
 	}
 	return &BaseState{State: StateDiffers, Differs: differs}
 }
+
+// NotInBase is the BaseState of a path the tree lacks.
+func NotInBase() *BaseState { return &BaseState{State: StateAbsent} }
 
 // Unit records what the build decided about one systemd unit's enablement.
 type Unit struct {

@@ -446,7 +446,7 @@ func movedIntoVar(e render.Entry, booted *fstree.Dir) bool {
 	if revert.ZoneOf(e.Where()) != revert.ZoneVar || e.Type == manifest.Absent {
 		return false
 	}
-	was, err := fstree.Locate(booted, e.Path, e.Type == manifest.Directory)
+	was, err := fstree.Locate(booted, e.Path, e.Type)
 	return err == nil && revert.ZoneOf(was) != revert.ZoneVar
 }
 

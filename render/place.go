@@ -81,7 +81,7 @@ func (r *renderer) locate(e *Entry, owned map[string]occupant) {
 		r.fail(r.sourceOf(e.Source), "path %q is the root directory itself", e.Path)
 		return
 	}
-	rp, err := r.resolve(e.Path, e.Type == manifest.Directory)
+	rp, err := r.resolve(e.Path, e.Type)
 	if err != nil {
 		r.fail(r.sourceOf(e.Source), "%s: resolving in the root: %v", e.Path, err)
 		return
@@ -102,8 +102,8 @@ func (r *renderer) locate(e *Entry, owned map[string]occupant) {
 
 // resolve resolves p's parents; for a directory whose path is a symlink to
 // a directory in the root, the symlink is followed too (as mkdir -p does).
-func (r *renderer) resolve(p string, dir bool) (string, error) {
-	return fstree.Locate(r.root, p, dir)
+func (r *renderer) resolve(p string, t manifest.Type) (string, error) {
+	return fstree.Locate(r.root, p, t)
 }
 
 func (r *renderer) clash(e *Entry) {

@@ -137,7 +137,7 @@ func TestDiffDerivedReport(t *testing.T) {
 		t.Errorf("DiffDerived: owned %q from %v, want derived from %v", r.Owned, r.MachineConfigs, m.MachineConfigs)
 	}
 	var text bytes.Buffer
-	if err := r.WriteText(&text, false); err != nil {
+	if err := r.WriteText(&text, revert.TextOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range []string{"the image has no mcbake manifest", "base absent, image differs [mode]"} {

@@ -261,7 +261,7 @@ func classify(me manifest.Entry, base fstree.Tree) (Entry, error) {
 // locate is where the entry lands in root; a symlink loop leaves the path
 // as it is.
 func locate(root fstree.Tree, me manifest.Entry) (string, error) {
-	rp, err := fstree.Locate(root, me.Path, me.Type == manifest.Directory)
+	rp, err := fstree.Locate(root, me.Path, me.Type)
 	if errors.Is(err, fstree.ErrTooManyLinks) {
 		return path.Clean(me.Path), nil
 	}

@@ -389,10 +389,10 @@ func TestDiffReport(t *testing.T) {
 	}
 
 	var plain, colored bytes.Buffer
-	if err := r.WriteText(&plain, false); err != nil {
+	if err := r.WriteText(&plain, revert.TextOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.WriteText(&colored, true); err != nil {
+	if err := r.WriteText(&colored, revert.TextOptions{Color: true}); err != nil {
 		t.Fatal(err)
 	}
 	text := plain.String()
@@ -432,7 +432,7 @@ func TestDiffCertificateWriterFiles(t *testing.T) {
 		t.Errorf("Diff Managed by path (-want +got):\n%s", diff)
 	}
 	var text bytes.Buffer
-	if err := r.WriteText(&text, false); err != nil {
+	if err := r.WriteText(&text, revert.TextOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range []string{"2 managed by the certificate writer", "/etc/kubernetes/kubelet-ca.crt", "(the certificate writer manages it: never rewritten)"} {

@@ -89,9 +89,15 @@ func (r *Report) WriteJSON(w io.Writer) error {
 // outcomeOrder is the order outcome groups are printed in: clobbers first.
 var outcomeOrder = []Outcome{Removed, Reverted, Restored, Lost, Kept, Untouched, Dropped}
 
-// WriteText writes a table grouped by outcome, clobbers first; color adds
-// ANSI colours (only for terminals).
-func (r *Report) WriteText(w io.Writer, color bool) error {
+// TextOptions configure WriteText.
+type TextOptions struct {
+	// Color adds ANSI colours (only for terminals).
+	Color bool
+}
+
+// WriteText writes a table grouped by outcome, clobbers first.
+func (r *Report) WriteText(w io.Writer, opts TextOptions) error {
+	color := opts.Color
 	paint := func(code, s string) string {
 		if !color {
 			return s

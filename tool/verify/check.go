@@ -256,7 +256,11 @@ func cleanAbs(p string) bool {
 // root's symlinks and, for a directory whose path is a symlink to one,
 // the symlink followed too (as mkdir -p does).
 func (c *checker) resolve(p string, dir bool) (string, error) {
-	return fstree.Locate(c.root, p, dir)
+	t := manifest.File
+	if dir {
+		t = manifest.Directory
+	}
+	return fstree.Locate(c.root, p, t)
 }
 
 func at(s machineconfig.Source, suffix string) machineconfig.Source {

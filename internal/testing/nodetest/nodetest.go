@@ -34,7 +34,7 @@ func OpenRoot(t testing.TB, dir string) *node.Root {
 // is itself a symlink to a directory is followed too, as mkdir -p does.
 func Resolve(t testing.TB, newRoot string, me manifest.Entry) string {
 	t.Helper()
-	rp, err := fstree.Locate(OpenRoot(t, newRoot), me.Path, me.Type == manifest.Directory)
+	rp, err := fstree.Locate(OpenRoot(t, newRoot), me.Path, me.Type)
 	if errors.Is(err, fstree.ErrTooManyLinks) {
 		return me.Path // a loop: nothing is at the path
 	}

@@ -107,7 +107,7 @@ least one owned path, 2 on an error.`,
 			if format == "json" {
 				err = r.WriteJSON(cmd.OutOrStdout())
 			} else {
-				err = r.WriteText(cmd.OutOrStdout(), isTerminal(cmd.OutOrStdout()))
+				err = r.WriteText(cmd.OutOrStdout(), revert.TextOptions{Color: isTerminal(cmd.OutOrStdout())})
 			}
 			if err == nil && exitCode && r.Summary.Clobbered > 0 {
 				return cli.Findings()
