@@ -34,8 +34,9 @@ type imageInput struct {
 	// revert analysis reads its defaults.
 	builtByOthers bool
 	tree          fstree.Tree
-	// close closes the image tree reads (nil when there is none): its
-	// index reads the layers again should its cached view be damaged.
+	// close closes the image tree reads (nil when there is none): the
+	// index of a containers-storage image reads its unpacked files for
+	// deferred digests.
 	close func() error
 }
 
