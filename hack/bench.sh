@@ -32,8 +32,9 @@
 #    it).
 # 6. A cold CI runner against a registry (Debian's docker-registry on
 #    127.0.0.1, plain HTTP, its access log counting what was downloaded):
-#    the RHCOS-like generator's base (BENCH_REG_SIZE, default 256 MiB /
-#    BENCH_REG_FILES 20k files / 8 layers), gzip and zstd:chunked; a cold
+#    the RHCOS-like generator's base (BENCH_REG_SIZE, BENCH_REG_FILES:
+#    section 1's, 1 GiB / 50k files / 8 layers, by default; an RHCOS
+#    release is 1.2 GB of gzip), gzip and zstd:chunked; a cold
 #    build and a cold verify, scanning, with the published base index
 #    (mcbake index push first), and from the zstd:chunked form, against
 #    skopeo copy of the base (the floor of any tool that pulls it); and a
@@ -288,7 +289,7 @@ fi
 # --- 6. a cold CI runner against a registry ------------------------------
 reg_lines=()
 if [ "${BENCH_REGISTRY:-1}" = 1 ] && command -v docker-registry >/dev/null && command -v skopeo >/dev/null; then
-  RSIZE=${BENCH_REG_SIZE:-256MiB} RFILES=${BENCH_REG_FILES:-20000}
+  RSIZE=${BENCH_REG_SIZE:-$SIZE} RFILES=${BENCH_REG_FILES:-$FILES}
   generate "$B/regbase" "$RSIZE-$RFILES-8-chunked" -size "$RSIZE" -files "$RFILES" -layers 8 -chunked "$Babs/regbase-chunked"
   rm -rf "$B/registry" && mkdir -p "$B/registry"
   rport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
