@@ -17,7 +17,6 @@ import (
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/revert"
 	"github.com/mcbake/mcbake/tool/image"
-	"github.com/mcbake/mcbake/tool/verify"
 )
 
 // Options name the layered image (or its manifest file) and the base
@@ -132,12 +131,12 @@ func warnOtherMachineConfigs(m *manifest.Manifest, o Options) error {
 	if of == "" {
 		of = o.ManifestFile
 	}
-	for _, d := range verify.Staleness(m, mcs) {
+	for _, d := range revert.Staleness(m, mcs) {
 		msg := d.Message + " (" + of + " records its own MachineConfigs, which the prediction follows)"
 		if d.Source.File != "" {
 			msg = d.Source.File + ": " + msg
 		}
-		slog.Warn(msg, "rule", verify.RuleStaleImage)
+		slog.Warn(msg)
 	}
 	return nil
 }
