@@ -195,6 +195,29 @@ func TestHarnessesOnlyInTests(t *testing.T) {
 // TestPackageMap: docs/design.md's "Packages" lists every package of both
 // modules, once, and nothing else: its first indented list is the
 // library's, its second the tool's.
+// checkImportsPointDown checks that in the map's list of a module
+// (names without prefix) a package imports only packages below it, but
+// for the test harnesses and the end-to-end tests.
+func checkImportsPointDown(t *testing.T, names []string, pkgs []pkg, prefix string) {
+	t.Helper()
+	at := map[string]int{}
+	for i, n := range names {
+		at[n] = i
+	}
+	for _, p := range pkgs {
+		name := strings.TrimPrefix(p.ImportPath, prefix)
+		if strings.Contains(name, "testing/") || strings.HasPrefix(name, "e2e/") {
+			continue
+		}
+		for _, imp := range p.Imports {
+			dep, ok := strings.CutPrefix(imp, prefix)
+			if j, listed := at[dep]; ok && listed && j <= at[name] {
+				t.Errorf("docs/design.md lists %s above %s, which imports it: imports point down", dep, name)
+			}
+		}
+	}
+}
+
 func TestPackageMap(t *testing.T) {
 	doc, err := os.ReadFile(libraryDir + "/docs/design.md")
 	if err != nil {
@@ -229,9 +252,11 @@ func TestPackageMap(t *testing.T) {
 	}
 	for i, m := range modules {
 		want := map[string]bool{}
-		for _, p := range list(t, m.dir, m.env, "./...") {
+		pkgs := list(t, m.dir, m.env, "./...")
+		for _, p := range pkgs {
 			want[strings.TrimPrefix(p.ImportPath, m.prefix)] = true
 		}
+		checkImportsPointDown(t, lists[i], pkgs, m.prefix)
 		seen := map[string]bool{}
 		for _, p := range lists[i] {
 			switch {
