@@ -22,14 +22,16 @@ var ErrNoView = errors.New("no publishable cached index")
 var ErrRefused = errors.New("index refused")
 
 // Cached reports whether cacheDir holds a view of the chain of layers
-// that Build would read rather than index the layers (its head checks;
-// its blocks are checked as they are read).
+// that Build would read rather than index the layers. Only its head is
+// checked, which pages in nothing else: a view whose body is damaged
+// reads as cached here, and Build, which checks every block, then
+// indexes the layers again (with a warning).
 func Cached(cacheDir string, layers []Layer) bool {
 	if cacheDir == "" {
 		return false
 	}
 	key := viewKey(layers)
-	b, unmap, ok := mapFile(viewFile(cacheDir, key))
+	b, unmap, ok := mapFile(viewFile(cacheDir, key), false)
 	if !ok {
 		return false
 	}

@@ -144,7 +144,7 @@ func (v *view) damaged() int {
 // too. The file is mapped, not read: nothing is copied or decoded but
 // the nodes looked up.
 func readView(file string, key [sha256.Size]byte, layers []Layer) (*Index, bool, error) {
-	b, unmap, ok := mapFile(file)
+	b, unmap, ok := mapFile(file, true)
 	if !ok {
 		return nil, false, nil
 	}
@@ -163,10 +163,10 @@ func readView(file string, key [sha256.Size]byte, layers []Layer) (*Index, bool,
 	return &Index{view: v, listed: listed, files: unpackedFiles(layers)}, true, nil
 }
 
-// mapFile maps a file read-only, paged in at once (MAP_POPULATE: the
-// checksums read all of it, and faulting its pages in one by one costs
-// several times as much).
-func mapFile(file string) (b []byte, unmap func(), ok bool) {
+// mapFile maps a file read-only; with populate, paged in at once
+// (MAP_POPULATE: the checksums read all of it, and faulting its pages in
+// one by one costs several times as much).
+func mapFile(file string, populate bool) (b []byte, unmap func(), ok bool) {
 	f, err := os.Open(file)
 	if err != nil {
 		return nil, nil, false
@@ -176,7 +176,11 @@ func mapFile(file string) (b []byte, unmap func(), ok bool) {
 	if err != nil || fi.Size() < int64(viewHeader+viewFixed) || fi.Size() > math.MaxInt32*recordSize {
 		return nil, nil, false
 	}
-	b, err = unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
+	flags := unix.MAP_SHARED
+	if populate {
+		flags |= unix.MAP_POPULATE
+	}
+	b, err = unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, flags)
 	if err != nil {
 		return nil, nil, false
 	}

@@ -363,8 +363,9 @@ type guardPrefetch struct {
 	get  func() ([]render.Entry, error)
 }
 
-// prefetchGuard starts computing the guard's entries for the host's
-// architecture, the base's nearly always, in the background: copying the
+// prefetchGuard starts computing the guard's entries for the platform
+// asked for, else the host's architecture, the base's nearly always, in
+// the background: copying the
 // 12 MB binary out of mcbake's own and hashing it take about 35 ms, which
 // a build then spends while it waits for the base's manifest, config and
 // index (a cold registry build) or loads the MachineConfigs (docs/design.md,
@@ -374,6 +375,9 @@ func (o *Options) prefetchGuard() {
 		return
 	}
 	c, arch := *o, runtime.GOARCH
+	if _, a, ok := strings.Cut(o.Images.Platform, "/"); ok {
+		arch, _, _ = strings.Cut(a, "/")
+	}
 	g := &guardPrefetch{arch: arch, get: sync.OnceValues(func() ([]render.Entry, error) { return c.computeOwn(arch) })}
 	o.prefetched = g
 	go func() { _, _ = g.get() }()

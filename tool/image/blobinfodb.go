@@ -84,15 +84,25 @@ func inWAL(file string) bool {
 	return err == nil && h[18] == 2 && h[19] == 2
 }
 
+// Magic numbers of filesystems shared between hosts that x/sys/unix does
+// not name (statfs(2)).
+const (
+	cephSuperMagic   = 0x00c36400
+	lustreSuperMagic = 0x0bd00bd0
+	gpfsSuperMagic   = 0x47504653
+)
+
 // networkFS reports whether dir (or its nearest existing parent) is on a
-// network filesystem: NFS, SMB/CIFS or a FUSE mount.
+// filesystem shared between hosts, where SQLite's WAL does not work: NFS,
+// SMB/CIFS, AFS, CephFS, Lustre, GPFS, OCFS2, or a FUSE mount.
 func networkFS(dir string) bool {
 	for {
 		var st unix.Statfs_t
 		err := unix.Statfs(dir, &st)
 		if err == nil {
 			switch uint32(st.Type) {
-			case unix.NFS_SUPER_MAGIC, unix.SMB_SUPER_MAGIC, unix.SMB2_SUPER_MAGIC, unix.CIFS_SUPER_MAGIC, unix.FUSE_SUPER_MAGIC:
+			case unix.NFS_SUPER_MAGIC, unix.SMB_SUPER_MAGIC, unix.SMB2_SUPER_MAGIC, unix.CIFS_SUPER_MAGIC, unix.FUSE_SUPER_MAGIC,
+				unix.AFS_SUPER_MAGIC, unix.OCFS2_SUPER_MAGIC, cephSuperMagic, lustreSuperMagic, gpfsSuperMagic:
 				return true
 			}
 			return false
