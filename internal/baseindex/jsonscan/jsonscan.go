@@ -69,7 +69,7 @@ func (s *Scanner) expect(c byte) bool {
 }
 
 // Object reads an object, calling fn with each key; fn must read the
-// value (str, int, skip or a nested object or array).
+// value (Str, Int, Skip, or a nested Object or Array).
 func (s *Scanner) Object(fn func(key []byte)) {
 	if !s.expect('{') {
 		return
