@@ -163,8 +163,7 @@ func copyImage(ctx context.Context, dest, src types.ImageReference, co *copy.Opt
 	}
 	err = r.do(ctx, func() error {
 		var err error
-		walBlobInfoCacheOf(co.DestinationCtx)
-		written, err = copy.Image(ctx, pc, dest, src, co)
+		written, err = copyImageWAL(ctx, pc, dest, src, co)
 		return err
 	})
 	return written, err

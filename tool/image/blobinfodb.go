@@ -1,6 +1,7 @@
 package image
 
 import (
+	"context"
 	"database/sql"
 	"io"
 	"log/slog"
@@ -9,7 +10,9 @@ import (
 	"sync"
 
 	_ "github.com/mattn/go-sqlite3" // containers/image's blob-info cache driver
+	"go.podman.io/image/v5/copy"
 	"go.podman.io/image/v5/pkg/blobinfocache"
+	"go.podman.io/image/v5/signature"
 	"go.podman.io/image/v5/types"
 	"golang.org/x/sys/unix"
 )
@@ -25,9 +28,16 @@ func blobInfoCache(sys *types.SystemContext) types.BlobInfoCache {
 	return blobinfocache.DefaultCache(sys)
 }
 
-// walBlobInfoCacheOf is walBlobInfoCache for the cache of sys, which
-// copy.Image opens (DestinationCtx's); called right before, so that a
-// command that opens no cache creates none.
+// copyImageWAL is copy.Image, the blob-info cache it opens (DestinationCtx's)
+// in WAL mode first.
+func copyImageWAL(ctx context.Context, pc *signature.PolicyContext, dest, src types.ImageReference, co *copy.Options) ([]byte, error) {
+	walBlobInfoCacheOf(co.DestinationCtx)
+	return copy.Image(ctx, pc, dest, src, co)
+}
+
+// walBlobInfoCacheOf is walBlobInfoCache for the cache of sys; called
+// right before containers/image opens it, so that a command that opens no
+// cache creates none.
 func walBlobInfoCacheOf(sys *types.SystemContext) {
 	if sys != nil && sys.BlobInfoCacheDir != "" {
 		walBlobInfoCache(sys.BlobInfoCacheDir)

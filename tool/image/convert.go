@@ -56,8 +56,7 @@ func Convert(ctx context.Context, src, dst, format string, opts Options) (err er
 		return err
 	}
 	defer func() { err = errors.Join(err, shutdownStore(toStore)) }()
-	walBlobInfoCacheOf(co.DestinationCtx)
-	if _, err := copy.Image(ctx, pc, to, from, co); err != nil {
+	if _, err := copyImageWAL(ctx, pc, to, from, co); err != nil {
 		return fmt.Errorf("copying %s to %s: %w", src, dst, err)
 	}
 	return nil

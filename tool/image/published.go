@@ -232,8 +232,7 @@ func signIndex(ctx context.Context, sys *types.SystemContext, named reference.Na
 		if err != nil {
 			return err
 		}
-		walBlobInfoCacheOf(co.DestinationCtx)
-		_, err = copy.Image(ctx, pc, ref, ref, co)
+		_, err = copyImageWAL(ctx, pc, ref, ref, co)
 		return errors.Join(err, pc.Destroy())
 	})
 	return err == nil, err

@@ -39,11 +39,7 @@ func (s *Scanner) Fail(err error) {
 // the shape asked for.
 var ErrMalformed = errors.New("malformed JSON")
 
-func (s *Scanner) fail() {
-	if s.err == nil {
-		s.err = ErrMalformed
-	}
-}
+func (s *Scanner) fail() { s.Fail(ErrMalformed) }
 
 // Peek skips white space and returns the next byte, or 0 at the end.
 func (s *Scanner) Peek() byte {
