@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/mcbake/mcbake/internal/baseindex"
 )
@@ -261,5 +262,60 @@ func BenchmarkBuildWarmHardlinks(b *testing.B) {
 		if ix.Len() != 2*(*benchFiles) {
 			b.Fatalf("Len() = %d, want %d", ix.Len(), 2*(*benchFiles))
 		}
+	}
+}
+
+// BenchmarkUnpackView: what a runner that pulls a published index spends
+// on it, for an ostree-ext-like base of -bench-files files: the view
+// compressed with zstd as it is, decompressed ("view"), against the view
+// packed and compressed, decompressed and unpacked ("packed"). Each
+// reports its compressed bytes.
+func BenchmarkUnpackView(b *testing.B) {
+	layers := hardlinkBase(b, *benchFiles)
+	dir := b.TempDir()
+	if _, err := baseindex.Build(context.Background(), descriptors(layers), baseindex.Options{CacheDir: dir}); err != nil {
+		b.Fatal(err)
+	}
+	file, err := baseindex.PublishableView(dir, descriptors(layers))
+	if err != nil {
+		b.Fatal(err)
+	}
+	view, err := os.ReadFile(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	packed, err := baseindex.PackView(view)
+	if err != nil {
+		b.Fatal(err)
+	}
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedBetterCompression))
+	if err != nil {
+		b.Fatal(err)
+	}
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer dec.Close()
+	for _, tc := range []struct {
+		name   string
+		blob   []byte
+		unpack bool
+	}{
+		{"view", enc.EncodeAll(view, nil), false},
+		{"packed", enc.EncodeAll(packed, nil), true},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				got, err := dec.DecodeAll(tc.blob, nil)
+				if err == nil && tc.unpack {
+					got, err = baseindex.UnpackView(got, int64(len(view)))
+				}
+				if err != nil || len(got) != len(view) {
+					b.Fatalf("got %d bytes of view, want %d: %v", len(got), len(view), err)
+				}
+			}
+			b.ReportMetric(float64(len(tc.blob)), "bytes")
+		})
 	}
 }

@@ -24,21 +24,24 @@ import (
 	"go.podman.io/image/v5/pkg/blobinfocache/none"
 	"go.podman.io/image/v5/signature"
 	"go.podman.io/image/v5/types"
+
+	"github.com/mcbake/mcbake/internal/baseindex"
 )
 
 // A base's index is published as an OCI artifact (docs/ci.md, "The
 // published base index"): an image manifest of artifactType
 // IndexArtifactType whose config is the empty descriptor, whose one layer
-// is the index's view (baseindex.PublishableView) compressed with zstd,
-// and whose subject is the base's manifest. Its annotations name the
+// is the index's view (baseindex.PublishableView), packed
+// (baseindex.PackView) and compressed with zstd, and whose subject is the base's manifest. Its annotations name the
 // view's format version and the chain of layers it indexes. It is found
 // from the base's manifest digest through the OCI referrers API where
 // the registry has it, else through the referrers tag schema: the tag
 // sha256-<hex> of the index repository holds an OCI index of the
 // referrers.
 const (
-	IndexArtifactType = "application/vnd.mcbake.baseindex.v1"
-	IndexLayerType    = "application/vnd.mcbake.baseindex.v1.view+zstd"
+	// v1 held the view itself; a runner looks for its own version only.
+	IndexArtifactType = "application/vnd.mcbake.baseindex.v2"
+	IndexLayerType    = "application/vnd.mcbake.baseindex.v2.packed+zstd"
 	// AnnotationIndexFormat is the view's format version
 	// (baseindex.ViewVersion).
 	AnnotationIndexFormat = "io.mcbake.baseindex.format"
@@ -108,14 +111,19 @@ type indexArtifact struct {
 	desc     imgspecv1.Descriptor
 }
 
-// newIndexArtifact compresses view and builds the artifact's manifest
-// for base. The same view and base give the same bytes, on any runner.
+// newIndexArtifact packs and compresses view and builds the artifact's
+// manifest for base. The same view and base give the same bytes, on any
+// runner.
 func newIndexArtifact(base *Image, format int, view []byte) (*indexArtifact, error) {
+	packed, err := baseindex.PackView(view)
+	if err != nil {
+		return nil, err
+	}
 	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedBetterCompression))
 	if err != nil {
 		return nil, err
 	}
-	a := &indexArtifact{layer: enc.EncodeAll(view, nil)}
+	a := &indexArtifact{layer: enc.EncodeAll(packed, nil)}
 	if err := enc.Close(); err != nil {
 		return nil, err
 	}
@@ -514,9 +522,13 @@ func pullArtifact(ctx context.Context, sys *types.SystemContext, pc *signature.P
 		return n, err
 	}
 	defer dec.Close()
-	view, err := dec.DecodeAll(blob, nil)
+	packed, err := dec.DecodeAll(blob, nil)
 	if err != nil {
 		return n, fmt.Errorf("decompressing the index: %w", err)
+	}
+	view, err := baseindex.UnpackView(packed, maxIndexView)
+	if err != nil {
+		return n, err
 	}
 	return n, accept(view)
 }
