@@ -81,6 +81,11 @@ type Options struct {
 	// read: "toc", "tar-split" or "blob". It is called from several
 	// goroutines at once.
 	Read func(layer digest.Digest, how string)
+	// Import, if set, is called when the cache holds no usable view of
+	// the chain (none, or a damaged one, then removed), before a layer is
+	// read: it may cache one from elsewhere (ImportView) and report true,
+	// and Build reads that one as its own. Only with a CacheDir.
+	Import func(ctx context.Context) bool
 
 	// cacheFailed is told, once a Build, that a cache file could not be
 	// written (Build sets it).
@@ -102,8 +107,9 @@ type Options struct {
 // and this keeps a 500k-entry base under 200 MB. An index read from the
 // cache's merged view is mapped, and changes nothing; its checksums are
 // all checked first, and should a block be damaged, the view is removed
-// (with a warning) and the index built again as if it were missing. No
-// work is left for later: ctx is not used once Build returns.
+// (with a warning) and the index built again as if it were missing
+// (opts.Import first). No work is left for later: ctx is not used once
+// Build returns.
 func Build(ctx context.Context, layers []Layer, opts Options) (*Index, error) {
 	for _, l := range layers {
 		if err := l.Digest.Validate(); err != nil {
@@ -126,6 +132,13 @@ func Build(ctx context.Context, layers []Layer, opts Options) (*Index, error) {
 			if err := os.Remove(cached); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				slog.Warn("the damaged cached index could not be removed", "err", err)
 			}
+		}
+		if opts.Import != nil && opts.Import(ctx) {
+			if ix, ok, _ := readView(cached, key, layers); ok {
+				return ix, nil
+			}
+		}
+		if damage != nil {
 			ix, err := buildAndCache(ctx, layers, opts, key, cached)
 			if err != nil {
 				return nil, fmt.Errorf("%w; building the index again: %w", damage, err)

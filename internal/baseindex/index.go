@@ -189,6 +189,13 @@ func (ix *Index) Len() int {
 	return ix.listed
 }
 
+// FromCache reports whether Build read the index from the cache's view
+// of the chain of layers (one Options.Import put there included) rather
+// than from the layers.
+func (ix *Index) FromCache() bool {
+	return ix.view != nil
+}
+
 // relPath cleans p and makes it relative to the root: "/etc/" is "etc",
 // "/" is "". ".." components cannot climb above the root.
 func relPath(p string) string {

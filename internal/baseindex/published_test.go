@@ -101,3 +101,56 @@ func TestImportViewRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestBuildImport: Build calls Options.Import when its cache holds no
+// usable view, and only then: a view it imports is read as the cached
+// one (no layer opened), a false one leaves a scan, and a damaged cached
+// view is removed before Import is called.
+func TestBuildImport(t *testing.T) {
+	layers, b := published(t)
+	importing := func(dir string, ok bool, calls *int) func(context.Context) bool {
+		return func(context.Context) bool {
+			*calls++
+			if !ok {
+				return false
+			}
+			if err := baseindex.ImportView(dir, descriptors(layers), b); err != nil {
+				t.Errorf("ImportView() = %v", err)
+			}
+			return true
+		}
+	}
+	t.Run("imported", func(t *testing.T) {
+		dir, calls := t.TempDir(), 0
+		ix, err := baseindex.Build(context.Background(), unopenable(t, layers), baseindex.Options{CacheDir: dir, Import: importing(dir, true, &calls)})
+		if err != nil || calls != 1 || !ix.FromCache() {
+			t.Fatalf("Build() = %v, Import called %d times, FromCache %v; want nil, 1, true", err, calls, ix != nil && ix.FromCache())
+		}
+		// Then the view is cached: no Import.
+		ix, err = baseindex.Build(context.Background(), unopenable(t, layers), baseindex.Options{CacheDir: dir, Import: importing(dir, true, &calls)})
+		if err != nil || calls != 1 || !ix.FromCache() {
+			t.Errorf("warm Build() = %v, Import called %d times in all, FromCache %v; want nil, 1, true", err, calls, ix != nil && ix.FromCache())
+		}
+	})
+	t.Run("none", func(t *testing.T) {
+		dir, calls := t.TempDir(), 0
+		ix, err := baseindex.Build(context.Background(), descriptors(layers), baseindex.Options{CacheDir: dir, Import: importing(dir, false, &calls)})
+		if err != nil || calls != 1 || ix.FromCache() {
+			t.Fatalf("Build() = %v, Import called %d times, FromCache %v; want nil, 1, false", err, calls, ix != nil && ix.FromCache())
+		}
+	})
+	t.Run("damaged", func(t *testing.T) {
+		dir, calls := t.TempDir(), 0
+		if err := baseindex.ImportView(dir, descriptors(layers), b); err != nil {
+			t.Fatal(err)
+		}
+		damageLastBlock(t, dir)
+		ix, err := baseindex.Build(context.Background(), unopenable(t, layers), baseindex.Options{CacheDir: dir, Import: importing(dir, true, &calls)})
+		if err != nil || calls != 1 || !ix.FromCache() {
+			t.Fatalf("Build() = %v, Import called %d times, FromCache %v; want nil, 1, true", err, calls, ix != nil && ix.FromCache())
+		}
+		if _, ok := ix.Lookup("etc/passwd"); !ok {
+			t.Error("the imported index has no etc/passwd")
+		}
+	})
+}

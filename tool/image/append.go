@@ -91,6 +91,7 @@ func Append(ctx context.Context, base *Image, dest string, ao AppendOptions, opt
 		}
 	}
 	if written == nil && err == nil {
+		base.locationsRecorded()
 		written, err = copyImage(ctx, st.reference(), src.ref, co, ao.Progress, opts.Retry)
 	}
 	if err != nil {

@@ -187,10 +187,26 @@ func indexLayers(ctx context.Context, im *Image, opts BaseOptions) (*baseindex.I
 		bo.Read = func(d digest.Digest, how string) { opts.Read(d.String(), how) }
 	}
 	layers := im.indexLayers()
-	origin := fetchIndex(ctx, im, layers, opts)
+	var pulled *IndexOrigin
+	if opts.Shared.Repo != "" && opts.CacheDir != "" {
+		bo.Import = func(ctx context.Context) bool {
+			o := pullIndex(ctx, im, layers, opts)
+			pulled = &o
+			return o.Source == FromRegistry
+		}
+	}
 	ix, err := baseindex.Build(ctx, layers, bo)
-	if err != nil {
+	origin := IndexOrigin{Source: FromScan}
+	if pulled != nil {
+		origin = *pulled
+	}
+	switch {
+	case err != nil:
 		return nil, origin, err
+	case !ix.FromCache():
+		origin.Source = FromScan // a pulled view Build could not read is scanned too
+	case pulled == nil:
+		origin.Source = FromCache
 	}
 	logOrigin(origin)
 	if opts.Shared.Origin != nil {
@@ -199,18 +215,12 @@ func indexLayers(ctx context.Context, im *Image, opts BaseOptions) (*baseindex.I
 	return ix, origin, nil
 }
 
-// fetchIndex finds where the index of layers will come from: the cache,
-// else the published index, which it verifies and caches, else a scan.
-// A published index that is missing or cannot be read leaves a scan, as
+// pullIndex pulls the published index of layers, which it verifies and
+// caches; Build calls it when its cache holds no view of them. A
+// published index that is missing or cannot be read leaves a scan, as
 // does one that is refused, with a warning; so does a repository the
 // user named (SharedIndex.Named) that cannot be read.
-func fetchIndex(ctx context.Context, im *Image, layers []baseindex.Layer, opts BaseOptions) IndexOrigin {
-	if baseindex.Cached(opts.CacheDir, layers) {
-		return IndexOrigin{Source: FromCache}
-	}
-	if opts.Shared.Repo == "" || opts.CacheDir == "" {
-		return IndexOrigin{Source: FromScan}
-	}
+func pullIndex(ctx context.Context, im *Image, layers []baseindex.Layer, opts BaseOptions) IndexOrigin {
 	t, err := PullIndex(ctx, opts.Shared.Repo, im, baseindex.ViewVersion, opts.Images, func(view []byte) error {
 		return baseindex.ImportView(opts.CacheDir, layers, view)
 	})

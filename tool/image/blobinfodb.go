@@ -44,7 +44,8 @@ func walBlobInfoCacheOf(sys *types.SystemContext) {
 	}
 }
 
-// walDirs are the blob-info cache directories walBlobInfoCache has seen.
+// walDirs holds a *sync.Once for each blob-info cache directory
+// walBlobInfoCache has seen: a second caller waits for the first's switch.
 var walDirs sync.Map
 
 // walBlobInfoCache puts the blob-info cache database in dir in SQLite's
@@ -59,9 +60,11 @@ var walDirs sync.Map
 // cache on a network filesystem, where WAL does not work, is left alone;
 // so is a database another process holds (the next run switches it).
 func walBlobInfoCache(dir string) {
-	if _, seen := walDirs.LoadOrStore(dir, true); seen {
-		return
-	}
+	once, _ := walDirs.LoadOrStore(dir, new(sync.Once))
+	once.(*sync.Once).Do(func() { switchToWAL(dir) })
+}
+
+func switchToWAL(dir string) {
 	file := filepath.Join(dir, blobInfoCacheFile)
 	if inWAL(file) || networkFS(dir) {
 		return

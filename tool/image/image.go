@@ -59,6 +59,8 @@ type Image struct {
 	// registry the registry they read from.
 	stall    time.Duration
 	registry string
+	// recorded is closed once recordLocations is done (docker: only).
+	recorded chan struct{}
 }
 
 // Open opens ref (a "transport:..." reference), checks it against the
@@ -412,6 +414,7 @@ var errClosed = errors.New("the image is closed")
 // Close releases the image source and, for containers-storage, the store.
 // It is safe to call more than once.
 func (im *Image) Close() error {
+	im.locationsRecorded()
 	var errs []error
 	if im.src != nil {
 		errs = append(errs, im.src.Close())

@@ -127,6 +127,9 @@ func AppendPlatforms(ctx context.Context, entries []PlatformImage, dest string, 
 		return "", fmt.Errorf("%s: %w", dest, err)
 	}
 	defer func() { err = errors.Join(err, st.close()) }()
+	for _, b := range bases {
+		b.locationsRecorded()
+	}
 	written, err := copyImage(ctx, st.reference(), src.ref, co, progress, opts.Retry)
 	if err != nil {
 		return "", fmt.Errorf("writing %s: %w", dest, err)

@@ -212,6 +212,42 @@ func TestPublishedIndexFallbacks(t *testing.T) {
 	}
 }
 
+// TestPublishedIndexReplacesDamagedCache: a runner whose cached view of
+// the base is damaged (a CI cache restored from a bad archive) pulls the
+// published index in its place rather than scanning, and says so.
+func TestPublishedIndexReplacesDamagedCache(t *testing.T) {
+	e := newIndexEnv(t)
+	want, _, _ := e.coldBuild(t, e.ref("ci/dscan:latest"), "--no-publish-index")
+	im := e.openBase(t)
+	view := e.view(t, im)
+	if _, err := image.PushIndex(context.Background(), e.repo("ci/d"), im, baseindex.ViewVersion, view, e.options(t)); err != nil {
+		t.Fatal(err)
+	}
+	cache := t.TempDir()
+	if err := baseindex.ImportView(cache, image.IndexChain(im), view); err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(cache, "views", "sha256", "*"))
+	if err != nil || len(files) != 1 {
+		t.Fatalf("cached views %v (%v), want one", files, err)
+	}
+	damaged := slices.Clone(view)
+	damaged[len(damaged)-1] ^= 1
+	if err := os.WriteFile(files[0], damaged, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := e.buildWith(e.ref("ci/dout:latest"), append(e.creds(), "--cache-dir", cache, "--index-repo", e.repo("ci/d"), "--no-publish-index")...)
+	if code != 0 {
+		t.Fatalf("build: exit %d\n%s", code, stderr)
+	}
+	if got := strings.TrimSpace(stdout); got != want {
+		t.Errorf("build = %s, want %s", got, want)
+	}
+	if !strings.Contains(stderr, "the cached index of the base is damaged") || !strings.Contains(stderr, "base index: from the registry") {
+		t.Errorf("want the damage warned of and the index from the registry\n%s", stderr)
+	}
+}
+
 // damagedView returns view with its last byte changed that packing keeps
 // (a byte of a directory's path is not: PackView refuses a view whose
 // strings are not where their records say), so that the published index
