@@ -184,7 +184,7 @@ func RenderOnly(ctx context.Context, opts RenderOptions) (*Prepared, error) {
 // the base again. opts.MachineConfigs are the loaded ones afterwards, for
 // an engine.
 func prepareClosed(ctx context.Context, opts *Options) (p *Prepared, err error) {
-	b, err := openBase(ctx, opts)
+	b, err := openBase(ctx, opts, "")
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +220,7 @@ func appendImage(ctx context.Context, opts ImageOptions) (_ *Result, err error) 
 	}
 	opts.SharedIndex.Later = true // published once the image is written
 	opts.prefetchGuard()
-	b, err := openBase(ctx, &opts.Options)
+	b, err := openBase(ctx, &opts.Options, opts.Output)
 	if err != nil {
 		return nil, err
 	}
@@ -246,13 +246,15 @@ func appendImage(ctx context.Context, opts ImageOptions) (_ *Result, err error) 
 // opts.MachineConfigs (image.OpenBaseWhile): the loading, the longer of
 // the two on a warm cache, runs on the calling goroutine. A loading
 // error cancels the opening and is the one returned.
-func openBase(ctx context.Context, opts *Options) (*image.Base, error) {
+func openBase(ctx context.Context, opts *Options, dest string) (*image.Base, error) {
+	bo := opts.baseOptions()
+	bo.MountInto = dest
 	load := opts.LoadMachineConfigs
 	if load == nil {
-		return image.OpenBase(ctx, opts.Base, opts.baseOptions())
+		return image.OpenBase(ctx, opts.Base, bo)
 	}
 	opts.LoadMachineConfigs = nil
-	return image.OpenBaseWhile(ctx, opts.Base, opts.baseOptions(), func() (err error) {
+	return image.OpenBaseWhile(ctx, opts.Base, bo, func() (err error) {
 		opts.MachineConfigs, err = load()
 		return err
 	})

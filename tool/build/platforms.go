@@ -47,7 +47,9 @@ func multiPlatform(ctx context.Context, opts ImageOptions) (_ *Result, err error
 		o := opts
 		o.Images.Platform = pl
 		o.SharedIndex.Later = true // published once the index is written
-		b, err := image.OpenBase(ctx, opts.Base, o.baseOptions())
+		bo := o.baseOptions()
+		bo.MountInto = opts.Output
+		b, err := image.OpenBase(ctx, opts.Base, bo)
 		if err != nil {
 			return nil, err
 		}

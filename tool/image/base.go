@@ -29,6 +29,10 @@ type BaseOptions struct {
 	Read func(layer string, how string)
 	// Shared says where the base's index is published.
 	Shared SharedIndex
+	// MountInto, when set, is the destination the image built on the base
+	// is written to: OpenBase starts mounting the base's layers there
+	// (Image.MountInto) before it indexes them.
+	MountInto string
 }
 
 // SharedIndex says where a base's index is shared with other machines
@@ -121,6 +125,9 @@ func OpenBase(ctx context.Context, ref string, opts BaseOptions) (*Base, error) 
 	im, err := Open(ctx, ref, opts.Images)
 	if err != nil {
 		return nil, err // Open names ref
+	}
+	if opts.MountInto != "" {
+		im.MountInto(ctx, opts.MountInto, opts.Images)
 	}
 	ix, origin, err := indexLayers(ctx, im, opts)
 	if err != nil {

@@ -1,6 +1,7 @@
 package image
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"go.podman.io/image/v5/docker/reference"
 	"go.podman.io/image/v5/pkg/compression"
 	"go.podman.io/image/v5/types"
+	"golang.org/x/sync/errgroup"
 )
 
 // recordLocations tells the blob-info cache where a docker:// image's
@@ -100,4 +102,107 @@ func recordCompressor(cache types.BlobInfoCache, d digest.Digest, name string) e
 	}
 	m.Call([]reflect.Value{reflect.ValueOf(d), data})
 	return nil
+}
+
+// maxParallelMounts is how many of the base's layers MountInto asks the
+// registry for at once: more than a copy's six, as these requests carry
+// no data, and each layer's three wait for one another.
+const maxParallelMounts = 16
+
+// MountInto starts making the image's layers present in the docker://
+// destination dest, in the background: containers/image mounts each from
+// the image's repository into dest's (docs/design.md, "Registries"), three
+// requests a layer, which copy.Image would otherwise make at the end of a
+// build (144 for an ostree-ext-shaped base of 48 layers). Started once the
+// base's manifest is read (BaseOptions.MountInto), they go on while the
+// build reads the base's index and renders, and Append's copy then finds
+// each layer there with one request. It does nothing unless the image is
+// a docker:// one on dest's registry in another repository. What it
+// cannot mount, copy.Image uploads as before; a build that fails after
+// it leaves mounted blobs, which no manifest names, in dest's repository,
+// as a failed push does. Append waits for it before it copies, and Close
+// stops it.
+func (im *Image) MountInto(ctx context.Context, dest string, opts Options) {
+	r, err := ParseReference(dest)
+	if err != nil || r.transport != transportDocker || im.src == nil || im.mounted != nil {
+		return
+	}
+	from := im.src.Reference().DockerReference()
+	ref, _, err := bind(r, opts)
+	if err != nil || from == nil || ref.DockerReference() == nil {
+		return
+	}
+	to := ref.DockerReference()
+	if reference.Domain(from) != reference.Domain(to) || from.Name() == to.Name() {
+		return
+	}
+	sys, err := opts.destinationContext()
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	m := &mounting{done: make(chan struct{}), cancel: cancel}
+	im.mounted = m
+	go func() {
+		defer close(m.done)
+		defer cancel()
+		im.locationsRecorded() // the mounts' sources come from these records
+		mountLayers(ctx, ref, sys, im.layers)
+	}()
+}
+
+// mounting is a MountInto under way.
+type mounting struct {
+	done   chan struct{}
+	cancel context.CancelFunc
+}
+
+// mountLayers asks dest to reuse each layer, maxParallelMounts at a time.
+// The first error stops the others: what is wrong with the registry, the
+// copy reports.
+func mountLayers(ctx context.Context, ref types.ImageReference, sys *types.SystemContext, layers []LayerInfo) {
+	d, err := ref.NewImageDestination(ctx, sys)
+	if err != nil {
+		slog.Debug("mounting the base's layers in the destination ahead of the copy", "err", err)
+		return
+	}
+	defer d.Close()
+	cache := blobInfoCache(sys)
+	if c, ok := cache.(interface{ Open() }); ok {
+		c.Open()
+	}
+	if c, ok := cache.(interface{ Close() }); ok {
+		defer c.Close()
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(maxParallelMounts)
+	for _, l := range layers {
+		g.Go(func() error {
+			ok, _, err := d.TryReusingBlob(ctx, types.BlobInfo{Digest: l.Digest, Size: l.Size, MediaType: l.MediaType}, cache, false)
+			if err != nil {
+				slog.Debug("the base's layers were not mounted ahead of the copy", "layer", l.Digest, "err", err)
+				return err
+			}
+			if !ok {
+				slog.Debug("a base layer was not mounted ahead of the copy", "layer", l.Digest)
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+}
+
+// mountsDone waits for MountInto, if it was started.
+func (im *Image) mountsDone() {
+	if m := im.mounted; m != nil {
+		<-m.done
+	}
+}
+
+// mountsStopped stops MountInto, if it was started, and waits for it.
+func (im *Image) mountsStopped() {
+	if m := im.mounted; m != nil {
+		m.cancel()
+		<-m.done
+	}
 }

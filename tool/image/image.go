@@ -59,8 +59,10 @@ type Image struct {
 	// registry the registry they read from.
 	stall    time.Duration
 	registry string
-	// recorded is closed once recordLocations is done (docker: only).
+	// recorded is closed once recordLocations is done; mounted is a
+	// MountInto under way (docker: only).
 	recorded chan struct{}
+	mounted  *mounting
 }
 
 // Open opens ref (a "transport:..." reference), checks it against the
@@ -414,6 +416,7 @@ var errClosed = errors.New("the image is closed")
 // Close releases the image source and, for containers-storage, the store.
 // It is safe to call more than once.
 func (im *Image) Close() error {
+	im.mountsStopped()
 	im.locationsRecorded()
 	var errs []error
 	if im.src != nil {

@@ -3,6 +3,7 @@ package image
 import (
 	"context"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +46,37 @@ func TestAppendRetriesAcrossRegistryRestart(t *testing.T) {
 	pushed := mustOpen(t, "docker://"+reg.Host+"/ci/retried@"+d.String(), opts)
 	if got := pushed.Layers(); len(got) != len(im.Layers())+1 {
 		t.Errorf("pushed image has %d layers, want %d", len(got), len(im.Layers())+1)
+	}
+}
+
+// TestMountIntoAhead: MountInto mounts every layer of a registry base
+// into the destination's repository by itself, before any image is
+// written there (a build starts it once the base's manifest is read, and
+// its copy then finds the layers there).
+func TestMountIntoAhead(t *testing.T) {
+	reg, opts, base := registryCase(t)
+	im := mustOpen(t, base, opts)
+	before, err := reg.Requests()
+	if err != nil {
+		t.Fatal(err)
+	}
+	im.MountInto(context.Background(), "docker://"+reg.Host+"/ci/ahead:latest", opts)
+	im.mountsDone()
+	after, err := reg.Requests()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mounted := after.Mounted[len(before.Mounted):]
+	for _, l := range im.Layers() {
+		if !slices.Contains(mounted, l.Digest.String()) {
+			t.Errorf("layer %s was not mounted (mounted %v)", l.Digest, mounted)
+		}
+	}
+	if up := after.Uploaded[len(before.Uploaded):]; len(up) > 0 {
+		t.Errorf("uploaded %v, want nothing", up)
+	}
+	if tags, _ := reg.Tags("ci/ahead"); len(tags) > 0 {
+		t.Errorf("tags %v in the destination, want none", tags)
 	}
 }
 
