@@ -42,7 +42,8 @@
 #    with its published index:
 #      published index: <= 1% of the base's bytes, <= 0.1x the scanning time
 #      zstd:chunked:    <= 3% of the base's bytes
-#    (BENCH_REGISTRY=0 skips it; needs docker-registry and skopeo).
+#    (median of BENCH_REG_RUNS runs, 3; BENCH_REGISTRY=0 skips it; needs
+#    docker-registry and skopeo).
 # BENCH_BUILDAH=0 skips buildah. The bases are generated once, under
 # BENCH_DIR (default _bench).
 set -euo pipefail
@@ -319,15 +320,19 @@ PY
   }
   base_bytes=$(layout_bytes "$B/regbase")
   ostree_bytes=$(layout_bytes "$B/ostree")
-  # reg_run NAME CMD: one cold run of CMD (its cache emptied first):
-  # "secs bytes", the bytes the registry sent (blobs and manifests) per
-  # its access log.
+  # reg_run CMD: REG_RUNS cold runs of CMD (its cache emptied first, a
+  # build's destination a new repository each time): "secs bytes", the
+  # median time and the bytes the registry sent (blobs and manifests) per
+  # its access log, the same each run.
+  REG_RUNS=${BENCH_REG_RUNS:-3}
   reg_run() {
-    local before after secs
-    before=$(wc -l <"$B/registry/log")
-    secs=$(measure bash -c "$1" | cut -d' ' -f1)
-    after=$(tail -n +"$((before + 1))" "$B/registry/log" | awk '$6 == "\"GET" && $7 ~ /\/(blobs|manifests)\// && ($9 == 200 || $9 == 206) { n += $10 } END { print n + 0 }')
-    echo "$secs $after"
+    local before bytes ts=()
+    for _ in $(seq "$REG_RUNS"); do
+      before=$(wc -l <"$B/registry/log")
+      ts+=("$(measure bash -c "$1" | cut -d' ' -f1)")
+      bytes=$(tail -n +"$((before + 1))" "$B/registry/log" | awk '$6 == "\"GET" && $7 ~ /\/(blobs|manifests)\// && ($9 == 200 || $9 == 206) { n += $10 } END { print n + 0 }')
+    done
+    echo "$(printf '%s\n' "${ts[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}') $bytes"
   }
   rc="$B/reg-cache"
   # index_push BASE INDEX: publish the index of bench/BASE to bench/INDEX
@@ -335,7 +340,7 @@ PY
     $mcbake index push --base "docker://$reg/bench/$1:latest" --index-repo "$reg/bench/$2" \
       --cache-dir "$B/reg-push-cache-$1" "${insecure[@]}" >/dev/null 2>"$B/cmd.err" || { cat "$B/cmd.err" >&2; exit 1; }
   }
-  rbuild() { echo "rm -rf $rc; $(build_cmd "docker://$reg/bench/$1:latest" "docker://$reg/bench/out-$2:latest" "$rc" "${insecure[@]}" --no-publish-index "${@:3}")"; }
+  rbuild() { echo "rm -rf $rc; $(build_cmd "docker://$reg/bench/$1:latest" "docker://$reg/bench/out-$2-\$RANDOM\$RANDOM:latest" "$rc" "${insecure[@]}" --no-publish-index "${@:3}")"; }
   rverify() { echo "rm -rf $rc; $mcbake verify --quiet --fail-on never -f $mc --base docker://$reg/bench/$1:latest --cache-dir $rc ${insecure[*]} --no-publish-index ${*:2}"; }
   read -r s_skopeo b_skopeo < <(reg_run "rm -rf $B/reg-skopeo; skopeo copy --quiet --insecure-policy --src-tls-verify=false docker://$reg/bench/base:latest oci:$B/reg-skopeo:latest")
   read -r s_scan b_scan < <(reg_run "$(rbuild base scan)")
@@ -431,7 +436,7 @@ EOF2
   fi
   if [ ${#reg_lines[@]} -gt 0 ]; then
     echo
-    echo "cold CI runner, registry on 127.0.0.1 (HTTP): RHCOS-like base $RSIZE / $RFILES files / 8 layers, $base_bytes bytes (layers and config), one run each"
+    echo "cold CI runner, registry on 127.0.0.1 (HTTP): RHCOS-like base $RSIZE / $RFILES files / 8 layers, $base_bytes bytes (layers and config), median of $REG_RUNS runs"
     printf '%s\n' "${reg_lines[@]}"
   else
     echo
