@@ -271,19 +271,7 @@ func BenchmarkBuildWarmHardlinks(b *testing.B) {
 // packed and compressed, decompressed and unpacked ("packed"). Each
 // reports its compressed bytes.
 func BenchmarkUnpackView(b *testing.B) {
-	layers := hardlinkBase(b, *benchFiles)
-	dir := b.TempDir()
-	if _, err := baseindex.Build(context.Background(), descriptors(layers), baseindex.Options{CacheDir: dir}); err != nil {
-		b.Fatal(err)
-	}
-	file, err := baseindex.PublishableView(dir, descriptors(layers))
-	if err != nil {
-		b.Fatal(err)
-	}
-	view, err := os.ReadFile(file)
-	if err != nil {
-		b.Fatal(err)
-	}
+	view := publishedView(b, hardlinkBase(b, *benchFiles))
 	packed, err := baseindex.PackView(view)
 	if err != nil {
 		b.Fatal(err)

@@ -67,41 +67,53 @@ func FuzzDecodeRecords(f *testing.F) {
 	})
 }
 
-// FuzzView looks paths up in a view whose body is arbitrary bytes under
-// matching checksums (a view written by a broken writer): never a panic
-// nor a reference outside the file.
-func FuzzView(f *testing.F) {
-	var tb bytes.Buffer
-	tw := tar.NewWriter(&tb)
-	for _, h := range []*tar.Header{
-		{Name: "etc/", Typeflag: tar.TypeDir, Mode: 0o755},
-		{Name: "etc/passwd", Typeflag: tar.TypeReg, Mode: 0o644, Size: 5},
-		{Name: "etc/l", Typeflag: tar.TypeSymlink, Linkname: "passwd"},
-		{Name: "usr/lib/systemd/system/a.service", Typeflag: tar.TypeLink, Linkname: "etc/passwd"},
-	} {
+// viewHeaders are the entries of a small layer whose view has every kind
+// of record: directories, a file, a symlink and a hard link.
+var viewHeaders = []*tar.Header{
+	{Name: "etc/", Typeflag: tar.TypeDir, Mode: 0o755},
+	{Name: "etc/passwd", Typeflag: tar.TypeReg, Mode: 0o644, Size: 5},
+	{Name: "etc/l", Typeflag: tar.TypeSymlink, Linkname: "passwd"},
+	{Name: "usr/lib/systemd/system/a.service", Typeflag: tar.TypeLink, Linkname: "etc/passwd"},
+}
+
+// smallView indexes a one-layer base of the headers (a regular file's
+// content is "root\n") and returns its view file's bytes and its key.
+func smallView(tb testing.TB, headers []*tar.Header) ([]byte, [sha256.Size]byte) {
+	tb.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, h := range headers {
 		if err := tw.WriteHeader(h); err != nil {
-			f.Fatal(err)
+			tb.Fatal(err)
 		}
 		if h.Size > 0 {
 			tw.Write([]byte("root\n"))
 		}
 	}
 	tw.Close()
-	blob := tb.Bytes()
+	blob := buf.Bytes()
 	l := Layer{Digest: digest.FromBytes(blob), Open: func(context.Context) (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(blob)), nil }}
 	ix, err := Build(context.Background(), []Layer{l}, Options{})
 	if err != nil {
-		f.Fatal(err)
+		tb.Fatal(err)
 	}
-	file := filepath.Join(f.TempDir(), "view")
+	file := filepath.Join(tb.TempDir(), "view")
 	key := viewKey([]Layer{l})
 	if err := writeView(file, key, ix); err != nil {
-		f.Fatal(err)
+		tb.Fatal(err)
 	}
 	b, err := os.ReadFile(file)
 	if err != nil {
-		f.Fatal(err)
+		tb.Fatal(err)
 	}
+	return b, key
+}
+
+// FuzzView looks paths up in a view whose body is arbitrary bytes under
+// matching checksums (a view written by a broken writer): never a panic
+// nor a reference outside the file.
+func FuzzView(f *testing.F) {
+	b, key := smallView(f, viewHeaders)
 	p := b[viewHeader:]
 	count := binary.LittleEndian.Uint32(p[sha256.Size:])
 	f.Add(count, p[viewFixed+4*int(binary.LittleEndian.Uint32(p[sha256.Size+12:])):])
@@ -139,37 +151,7 @@ func FuzzView(f *testing.F) {
 // FuzzUnpackView unpacks arbitrary bytes as a packed view: never a panic,
 // and what unpacks and packs again unpacks to the same bytes.
 func FuzzUnpackView(f *testing.F) {
-	var tb bytes.Buffer
-	tw := tar.NewWriter(&tb)
-	for _, h := range []*tar.Header{
-		{Name: "etc/", Typeflag: tar.TypeDir, Mode: 0o755},
-		{Name: "etc/passwd", Typeflag: tar.TypeReg, Mode: 0o644, Size: 5},
-		{Name: "etc/l", Typeflag: tar.TypeSymlink, Linkname: "passwd"},
-		{Name: "usr/lib/systemd/system/a.service", Typeflag: tar.TypeLink, Linkname: "etc/passwd"},
-		{Name: "var/empty/", Typeflag: tar.TypeDir, Mode: 0o755},
-	} {
-		if err := tw.WriteHeader(h); err != nil {
-			f.Fatal(err)
-		}
-		if h.Size > 0 {
-			tw.Write([]byte("root\n"))
-		}
-	}
-	tw.Close()
-	blob := tb.Bytes()
-	l := Layer{Digest: digest.FromBytes(blob), Open: func(context.Context) (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(blob)), nil }}
-	ix, err := Build(context.Background(), []Layer{l}, Options{})
-	if err != nil {
-		f.Fatal(err)
-	}
-	file := filepath.Join(f.TempDir(), "view")
-	if err := writeView(file, viewKey([]Layer{l}), ix); err != nil {
-		f.Fatal(err)
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		f.Fatal(err)
-	}
+	b, _ := smallView(f, append(viewHeaders, &tar.Header{Name: "var/empty/", Typeflag: tar.TypeDir, Mode: 0o755}))
 	packed, err := PackView(b)
 	if err != nil {
 		f.Fatal(err)

@@ -46,7 +46,7 @@ func packLayers(t *testing.T) []*testLayer {
 
 // publishedView builds layers' index in a new cache and returns its
 // publishable view.
-func publishedView(t *testing.T, layers []*testLayer) []byte {
+func publishedView(t testing.TB, layers []*testLayer) []byte {
 	t.Helper()
 	dir := t.TempDir()
 	if _, err := baseindex.Build(context.Background(), descriptors(layers), baseindex.Options{CacheDir: dir}); err != nil {

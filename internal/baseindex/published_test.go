@@ -3,7 +3,6 @@ package baseindex_test
 import (
 	"context"
 	"errors"
-	"os"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -16,19 +15,7 @@ import (
 func published(t *testing.T) ([]*testLayer, []byte) {
 	t.Helper()
 	layers, _ := viewLayers(t)
-	dir := t.TempDir()
-	if _, err := baseindex.Build(context.Background(), descriptors(layers), baseindex.Options{CacheDir: dir}); err != nil {
-		t.Fatal(err)
-	}
-	file, err := baseindex.PublishableView(dir, descriptors(layers))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return layers, b
+	return layers, publishedView(t, layers)
 }
 
 // TestImportView: a view published by one cache and imported into an
