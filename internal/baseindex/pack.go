@@ -319,6 +319,9 @@ func unpackView(b []byte, limit int64) ([]byte, error) {
 	if uint64(l.head) != headLen {
 		return nil, errors.New("the view's head does not match its checksum count")
 	}
+	if uint64(l.strsLen) > math.MaxUint32 {
+		return nil, errors.New("the view's strings pass its format's 32-bit offsets")
+	}
 	var p packReader
 	rest := b[fixed+int(headLen):]
 	for s := range packSections {
@@ -352,6 +355,9 @@ func unpackView(b []byte, limit int64) ([]byte, error) {
 		dir := p.bytes(secDirs, p.uv(secDirLens))
 		if g > uint64(l.count-i) {
 			return nil, fmt.Errorf("a directory group of %d records, with %d left", g, l.count-i)
+		}
+		if len(groups) >= l.count { // a group is a directory's, and each has a record
+			return nil, fmt.Errorf("more directory groups than the view's %d records", l.count)
 		}
 		total += uint64(len(dir))
 		groups = append(groups, group{dir, i, i + int(g)})

@@ -92,7 +92,7 @@ func Append(ctx context.Context, base *Image, dest string, ao AppendOptions, opt
 	}
 	if written == nil && err == nil {
 		base.locationsRecorded()
-		base.mountsDone()
+		base.mountsDone(ctx)
 		written, err = copyImage(ctx, st.reference(), src.ref, co, ao.Progress, opts.Retry)
 	}
 	if err != nil {

@@ -140,7 +140,10 @@ func (im *Image) MountInto(ctx context.Context, dest string, opts Options) {
 	if err != nil {
 		return
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	// Not ctx's cancellation: it may be the opening's own (OpenBaseWhile),
+	// done once the base is open. Close stops the mounts, and a copy that
+	// waits for them and is cancelled (mountsDone).
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m := &mounting{done: make(chan struct{}), cancel: cancel}
 	im.mounted = m
 	go func() {
@@ -192,10 +195,16 @@ func mountLayers(ctx context.Context, ref types.ImageReference, sys *types.Syste
 	_ = g.Wait()
 }
 
-// mountsDone waits for MountInto, if it was started.
-func (im *Image) mountsDone() {
+// mountsDone waits for MountInto, if it was started, or stops it once
+// ctx is done.
+func (im *Image) mountsDone(ctx context.Context) {
 	if m := im.mounted; m != nil {
-		<-m.done
+		select {
+		case <-m.done:
+		case <-ctx.Done():
+			m.cancel()
+			<-m.done
+		}
 	}
 }
 

@@ -7,8 +7,9 @@ import (
 )
 
 // TestMountsStopped: Close stops MountInto's mounts rather than wait for
-// them (a build that failed has no use for them), and mountsDone, before
-// a copy, waits for them.
+// them (a build that failed has no use for them), and so does mountsDone
+// once its context is done; else mountsDone, before a copy, waits for
+// them.
 func TestMountsStopped(t *testing.T) {
 	start := func() (*Image, chan struct{}) {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -36,8 +37,17 @@ func TestMountsStopped(t *testing.T) {
 		t.Fatal("Close did not stop the mounts")
 	}
 
+	im, _ = start()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	select {
+	case <-returned(func() { im.mountsDone(ctx) }):
+	case <-time.After(time.Minute):
+		t.Fatal("mountsDone with its context done did not stop the mounts")
+	}
+
 	im, finish := start()
-	waited := returned(im.mountsDone)
+	waited := returned(func() { im.mountsDone(context.Background()) })
 	select {
 	case <-waited:
 		t.Fatal("mountsDone returned while the mounts were going on")

@@ -129,7 +129,7 @@ func AppendPlatforms(ctx context.Context, entries []PlatformImage, dest string, 
 	defer func() { err = errors.Join(err, st.close()) }()
 	for _, b := range bases {
 		b.locationsRecorded()
-		b.mountsDone()
+		b.mountsDone(ctx)
 	}
 	written, err := copyImage(ctx, st.reference(), src.ref, co, progress, opts.Retry)
 	if err != nil {

@@ -52,7 +52,8 @@ func TestAppendRetriesAcrossRegistryRestart(t *testing.T) {
 // TestMountIntoAhead: MountInto mounts every layer of a registry base
 // into the destination's repository by itself, before any image is
 // written there (a build starts it once the base's manifest is read, and
-// its copy then finds the layers there).
+// its copy then finds the layers there), and goes on when the context it
+// was started with is done: OpenBaseWhile's is, once the base is open.
 func TestMountIntoAhead(t *testing.T) {
 	reg, opts, base := registryCase(t)
 	im := mustOpen(t, base, opts)
@@ -60,8 +61,10 @@ func TestMountIntoAhead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	im.MountInto(context.Background(), "docker://"+reg.Host+"/ci/ahead:latest", opts)
-	im.mountsDone()
+	ctx, cancel := context.WithCancel(context.Background())
+	im.MountInto(ctx, "docker://"+reg.Host+"/ci/ahead:latest", opts)
+	cancel()
+	im.mountsDone(context.Background())
 	after, err := reg.Requests()
 	if err != nil {
 		t.Fatal(err)
