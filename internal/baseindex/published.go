@@ -21,25 +21,6 @@ var ErrNoView = errors.New("no publishable cached index")
 // ErrRefused wraps every reason ImportView refuses a view.
 var ErrRefused = errors.New("index refused")
 
-// Cached reports whether cacheDir holds a view of the chain of layers
-// that Build would read rather than index the layers. Only its head is
-// checked, which pages in nothing else: a view whose body is damaged
-// reads as cached here, and Build, which checks every block, then
-// indexes the layers again (with a warning).
-func Cached(cacheDir string, layers []Layer) bool {
-	if cacheDir == "" {
-		return false
-	}
-	key := viewKey(layers)
-	b, unmap, ok := mapFile(viewFile(cacheDir, key), false)
-	if !ok {
-		return false
-	}
-	defer unmap()
-	_, _, ok = openView(b, key, layers)
-	return ok
-}
-
 // PublishableView returns the file of the cached view of the chain of
 // layers, for another machine to use (ImportView): a view whose head and
 // every block match their checksums, and which defers no digest (a

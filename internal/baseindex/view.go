@@ -145,7 +145,7 @@ func (v *view) damaged() int {
 // too. The file is mapped, not read: nothing is copied or decoded but
 // the nodes looked up.
 func readView(file string, key [sha256.Size]byte, layers []Layer) (*Index, bool, error) {
-	b, unmap, ok := mapFile(file, true)
+	b, unmap, ok := mapFile(file)
 	if !ok {
 		return nil, false, nil
 	}
@@ -164,10 +164,10 @@ func readView(file string, key [sha256.Size]byte, layers []Layer) (*Index, bool,
 	return &Index{view: v, listed: listed, files: unpackedFiles(layers)}, true, nil
 }
 
-// mapFile maps a file read-only; with populate, paged in at once
-// (MAP_POPULATE: the checksums read all of it, and faulting its pages in
-// one by one costs several times as much).
-func mapFile(file string, populate bool) (b []byte, unmap func(), ok bool) {
+// mapFile maps a file read-only, paged in at once (MAP_POPULATE: the
+// checksums read all of it, and faulting its pages in one by one costs
+// several times as much).
+func mapFile(file string) (b []byte, unmap func(), ok bool) {
 	f, err := os.Open(file)
 	if err != nil {
 		return nil, nil, false
@@ -177,11 +177,7 @@ func mapFile(file string, populate bool) (b []byte, unmap func(), ok bool) {
 	if err != nil || fi.Size() < int64(viewHeader+viewFixed) || fi.Size() > math.MaxInt32*recordSize {
 		return nil, nil, false
 	}
-	flags := unix.MAP_SHARED
-	if populate {
-		flags |= unix.MAP_POPULATE
-	}
-	b, err = unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, flags)
+	b, err = unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
 		return nil, nil, false
 	}

@@ -411,7 +411,7 @@ func TestPublishedIndexReferrersAPI(t *testing.T) {
 	if err != nil {
 		t.Fatalf("PullIndex() = %v", err)
 	}
-	if got.Manifest != pushed.Manifest || !baseindex.Cached(cache, chain) {
+	if _, err := baseindex.PublishableView(cache, chain); got.Manifest != pushed.Manifest || err != nil {
 		t.Errorf("PullIndex() = %+v, want %s, cached", got, pushed.Manifest)
 	}
 	if referrers != 1 || tagReads != 0 {
