@@ -67,46 +67,35 @@ func (s *Scanner) expect(c byte) bool {
 // Object reads an object, calling fn with each key; fn must read the
 // value (Str, Int, Skip, or a nested Object or Array).
 func (s *Scanner) Object(fn func(key []byte)) {
-	if !s.expect('{') {
-		return
-	}
-	if s.Peek() == '}' {
-		s.i++
-		return
-	}
-	for s.err == nil {
+	s.list('{', '}', func() {
 		key := s.Bytes()
-		if !s.expect(':') {
-			return
+		if s.expect(':') {
+			fn(key)
 		}
-		fn(key)
-		switch s.Peek() {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return
-		default:
-			s.fail()
-		}
-	}
+	})
 }
 
 // Array reads an array, calling fn to read each element.
 func (s *Scanner) Array(fn func()) {
-	if !s.expect('[') {
+	s.list('[', ']', fn)
+}
+
+// list reads open, elements separated by commas, each read by elem, and
+// close.
+func (s *Scanner) list(open, close byte, elem func()) {
+	if !s.expect(open) {
 		return
 	}
-	if s.Peek() == ']' {
+	if s.Peek() == close {
 		s.i++
 		return
 	}
 	for s.err == nil {
-		fn()
+		elem()
 		switch s.Peek() {
 		case ',':
 			s.i++
-		case ']':
+		case close:
 			s.i++
 			return
 		default:
