@@ -50,13 +50,8 @@ func (im *Image) locationsRecorded() {
 }
 
 func recordLocations(sys *types.SystemContext, named reference.Named, layers []LayerInfo) {
-	cache := blobInfoCache(sys)
-	if c, ok := cache.(interface{ Open() }); ok {
-		c.Open()
-	}
-	if c, ok := cache.(interface{ Close() }); ok {
-		defer c.Close()
-	}
+	cache, closeCache := openBlobInfoCache(sys)
+	defer closeCache()
 	scope := types.BICTransportScope{Opaque: reference.Domain(named)}
 	loc := types.BICLocationReference{Opaque: named.Name()}
 	for _, l := range layers {
@@ -170,13 +165,8 @@ func mountLayers(ctx context.Context, ref types.ImageReference, sys *types.Syste
 		return
 	}
 	defer d.Close()
-	cache := blobInfoCache(sys)
-	if c, ok := cache.(interface{ Open() }); ok {
-		c.Open()
-	}
-	if c, ok := cache.(interface{ Close() }); ok {
-		defer c.Close()
-	}
+	cache, closeCache := openBlobInfoCache(sys)
+	defer closeCache()
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(maxParallelMounts)
 	for _, l := range layers {

@@ -28,6 +28,20 @@ func blobInfoCache(sys *types.SystemContext) types.BlobInfoCache {
 	return blobinfocache.DefaultCache(sys)
 }
 
+// openBlobInfoCache is blobInfoCache(sys), opened for a run of records
+// and lookups (containers/image's caches open their database once
+// between Open and Close, else once a call); done closes it.
+func openBlobInfoCache(sys *types.SystemContext) (cache types.BlobInfoCache, done func()) {
+	cache = blobInfoCache(sys)
+	if c, ok := cache.(interface{ Open() }); ok {
+		c.Open()
+	}
+	if c, ok := cache.(interface{ Close() }); ok {
+		return cache, c.Close
+	}
+	return cache, func() {}
+}
+
 // copyImageWAL is copy.Image, the blob-info cache it opens (DestinationCtx's)
 // in WAL mode first.
 func copyImageWAL(ctx context.Context, pc *signature.PolicyContext, dest, src types.ImageReference, co *copy.Options) ([]byte, error) {
