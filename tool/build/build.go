@@ -377,8 +377,8 @@ func (o *Options) prefetchGuard() {
 		return
 	}
 	c, arch := *o, runtime.GOARCH
-	if _, a, ok := strings.Cut(o.Images.Platform, "/"); ok {
-		arch, _, _ = strings.Cut(a, "/")
+	if p, err := o.Images.PlatformSpec(); err == nil {
+		arch = p.Architecture // an error is the open's to report
 	}
 	g := &guardPrefetch{arch: arch, get: sync.OnceValues(func() ([]render.Entry, error) { return c.computeOwn(arch) })}
 	o.prefetched = g

@@ -121,7 +121,7 @@ func (o Options) DestinationSystemContext() (*types.SystemContext, error) {
 // sideContext turns opts, with side's registry overrides, into the
 // containers/image configuration.
 func (o Options) sideContext(side Registry) (*types.SystemContext, error) {
-	p, err := o.platform()
+	p, err := o.PlatformSpec()
 	if err != nil {
 		return nil, err
 	}
@@ -162,8 +162,9 @@ func (o Options) cacheDir() (string, error) {
 	return filepath.Join(dir, "mcbake", "blobinfo"), nil
 }
 
-// platform parses o.Platform, defaulting to the host's OS and architecture.
-func (o Options) platform() (imgspecv1.Platform, error) {
+// PlatformSpec parses o.Platform, defaulting to the host's OS and
+// architecture.
+func (o Options) PlatformSpec() (imgspecv1.Platform, error) {
 	if o.Platform == "" {
 		return imgspecv1.Platform{OS: runtime.GOOS, Architecture: runtime.GOARCH}, nil
 	}
