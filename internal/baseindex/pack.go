@@ -99,7 +99,7 @@ func layoutOf(h []byte, n uint64) (viewLayout, error) {
 	return viewLayout{head: int(head), count: int(count), recs: int(count * recordSize), strsLen: int(n - head - count*recordSize)}, nil
 }
 
-// PackView packs a view (PublishableView's file) for another machine;
+// PackView packs a view (what PublishableView returns) for another machine;
 // UnpackView gives it back. It checks that the packed form unpacks to
 // the same bytes.
 func PackView(b []byte) ([]byte, error) {

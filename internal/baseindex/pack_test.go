@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"testing"
 
 	"github.com/mcbake/mcbake/internal/baseindex"
@@ -52,11 +51,7 @@ func publishedView(t testing.TB, layers []*testLayer) []byte {
 	if _, err := baseindex.Build(context.Background(), descriptors(layers), baseindex.Options{CacheDir: dir}); err != nil {
 		t.Fatal(err)
 	}
-	file, err := baseindex.PublishableView(dir, descriptors(layers))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(file)
+	b, err := baseindex.PublishableView(dir, descriptors(layers))
 	if err != nil {
 		t.Fatal(err)
 	}

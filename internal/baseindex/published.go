@@ -21,24 +21,24 @@ var ErrNoView = errors.New("no publishable cached index")
 // ErrRefused wraps every reason ImportView refuses a view.
 var ErrRefused = errors.New("index refused")
 
-// PublishableView returns the file of the cached view of the chain of
+// PublishableView returns the bytes of the cached view of the chain of
 // layers, for another machine to use (ImportView): a view whose head and
 // every block match their checksums, and which defers no digest (a
 // deferred digest needs this machine's unpacked files). ErrNoView when
 // there is none.
-func PublishableView(cacheDir string, layers []Layer) (string, error) {
+func PublishableView(cacheDir string, layers []Layer) ([]byte, error) {
 	if cacheDir == "" {
-		return "", ErrNoView
+		return nil, ErrNoView
 	}
 	file := viewFile(cacheDir, viewKey(layers))
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", ErrNoView, err)
+		return nil, fmt.Errorf("%w: %v", ErrNoView, err)
 	}
 	if err := checkView(b, layers); err != nil {
-		return "", fmt.Errorf("%w: %s: %v", ErrNoView, file, err)
+		return nil, fmt.Errorf("%w: %s: %v", ErrNoView, file, err)
 	}
-	return file, nil
+	return b, nil
 }
 
 // ImportView checks b, a view received from elsewhere, as the view of the

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 
 	"github.com/opencontainers/go-digest"
 
@@ -251,11 +250,7 @@ func PublishCachedIndex(ctx context.Context, repo string, im *Image, layers []ba
 	if layers == nil {
 		layers = im.indexLayers()
 	}
-	file, err := baseindex.PublishableView(cacheDir, layers)
-	if err != nil {
-		return IndexTransfer{Repository: repo}, err
-	}
-	view, err := os.ReadFile(file)
+	view, err := baseindex.PublishableView(cacheDir, layers)
 	if err != nil {
 		return IndexTransfer{Repository: repo}, err
 	}
