@@ -3,9 +3,10 @@ package revert
 import (
 	"fmt"
 
+	"github.com/opencontainers/go-digest"
+
 	"github.com/mcbake/mcbake/machineconfig"
 	"github.com/mcbake/mcbake/manifest"
-	"github.com/opencontainers/go-digest"
 )
 
 // Stale is one difference between the MachineConfigs given and those a

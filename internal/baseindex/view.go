@@ -56,8 +56,9 @@ import (
 // digest is its target's record's, as in an ostree-ext base where every
 // file of /usr is a hard link to an object, leaves its own zero
 // (recordTargetDigest): digests are what does not compress, and this
-// takes 8% off the published index of such a base (5.75 to 5.27 MB for
-// the 48-layer one of docs/benchmarks.md). The checksums catch a damaged
+// took 8% off the published index of such a base (5.75 to 5.27 MB for
+// the 48-layer one of docs/benchmarks.md, before the published index was
+// packed: pack.go, which leaves out zero digests too). The checksums catch a damaged
 // or truncated file: all of them are checked when the file is opened
 // (paged in in one go: 0.65 ms for a 50k-entry base's view, 1.8 ms for
 // 100k entries, in BenchmarkBuildWarm), and a damaged one has the index
