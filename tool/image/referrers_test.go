@@ -52,6 +52,9 @@ func referrersServer(t *testing.T, subject digest.Digest, auth string) (*httptes
 				return
 			}
 		}
+		if r.URL.Path == "/v2/" {
+			return // the API's base, which every registry answers
+		}
 		if r.URL.Path != "/v2/ci/index/referrers/"+subject.String() {
 			http.NotFound(w, r)
 			return
@@ -111,16 +114,5 @@ func TestListReferrersUntrusted(t *testing.T) {
 	}
 	if _, _, err := listReferrers(context.Background(), sys, named, subject); err == nil || errors.Is(err, errNoReferrersAPI) {
 		t.Errorf("listReferrers(untrusted CA) = %v, want a TLS error", err)
-	}
-}
-
-// TestParseChallenge reads the WWW-Authenticate headers registries send.
-func TestParseChallenge(t *testing.T) {
-	scheme, params := parseChallenge(`Bearer realm="https://auth.example.com/token",service="registry.example.com",scope="repository:a/b:pull"`)
-	if scheme != "bearer" || params["realm"] != "https://auth.example.com/token" || params["service"] != "registry.example.com" || params["scope"] != "repository:a/b:pull" {
-		t.Errorf("parseChallenge() = %q, %v", scheme, params)
-	}
-	if scheme, _ := parseChallenge(`Basic realm="x"`); scheme != "basic" {
-		t.Errorf("parseChallenge(Basic) = %q, want basic", scheme)
 	}
 }
