@@ -93,7 +93,7 @@ func Append(ctx context.Context, base *Image, dest string, ao AppendOptions, opt
 	if written == nil && err == nil {
 		base.locationsRecorded()
 		base.mountsDone(ctx)
-		written, err = copyImage(ctx, st.reference(), src.ref, co, ao.Progress, opts.Retry)
+		written, err = copyImage(ctx, withPresent(st.reference(), co, base), src.ref, co, ao.Progress, opts.Retry)
 	}
 	if err != nil {
 		return "", fmt.Errorf("writing %s: %w", dest, err)

@@ -11,6 +11,7 @@ import (
 	digest "github.com/opencontainers/go-digest"
 	"go.podman.io/image/v5/docker"
 	"go.podman.io/image/v5/docker/reference"
+	"go.podman.io/image/v5/pkg/blobinfocache/memory"
 	"go.podman.io/image/v5/pkg/compression"
 	"go.podman.io/image/v5/types"
 	"golang.org/x/sync/errgroup"
@@ -52,6 +53,13 @@ func (im *Image) locationsRecorded() {
 func recordLocations(sys *types.SystemContext, named reference.Named, layers []LayerInfo) {
 	cache, closeCache := openBlobInfoCache(sys)
 	defer closeCache()
+	recordLayers(cache, named, layers)
+}
+
+// recordLayers records in cache where each of layers lives (named's
+// repository) and how it is compressed: what containers/image needs to
+// mount it from there.
+func recordLayers(cache types.BlobInfoCache, named reference.Named, layers []LayerInfo) {
 	scope := types.BICTransportScope{Opaque: reference.Domain(named)}
 	loc := types.BICLocationReference{Opaque: named.Name()}
 	for _, l := range layers {
@@ -101,22 +109,22 @@ func recordCompressor(cache types.BlobInfoCache, d digest.Digest, name string) e
 
 // maxParallelMounts is how many of the base's layers MountInto asks the
 // registry for at once: more than a copy's six, as these requests carry
-// no data, and each layer's three wait for one another.
+// no data.
 const maxParallelMounts = 16
 
 // MountInto starts making the image's layers present in the docker://
-// destination dest, in the background: containers/image mounts each from
-// the image's repository into dest's (docs/design.md, "Registries"), three
-// requests a layer, which copy.Image would otherwise make at the end of a
-// build (144 for an ostree-ext-shaped base of 48 layers). Started once the
-// base's manifest is read (BaseOptions.MountInto), they go on while the
-// build reads the base's index and renders, and Append's copy then finds
-// each layer there with one request. It does nothing unless the image is
-// a docker:// one on dest's registry in another repository. What it
-// cannot mount, copy.Image uploads as before; a build that fails after
-// it leaves mounted blobs, which no manifest names, in dest's repository,
-// as a failed push does. Append waits for it before it copies, and Close
-// stops it.
+// destination dest, in the background: each is mounted from the image's
+// repository into dest's (docs/design.md, "Registries") with one request
+// (crossMount), which copy.Image would otherwise do at the end of a build
+// with three (144 for an ostree-ext-shaped base of 48 layers). Started
+// once the base's manifest is read (BaseOptions.MountInto), the mounts go
+// on while the build reads the base's index and renders, and Append's
+// copy is then told that those layers are there (withPresent). It does
+// nothing unless the image is a docker:// one on dest's registry in
+// another repository. What it cannot mount, copy.Image mounts or uploads
+// as before; a build that fails after it leaves mounted blobs, which no
+// manifest names, in dest's repository, as a failed push does. Append
+// waits for it before it copies, and Close stops it.
 func (im *Image) MountInto(ctx context.Context, dest string, opts Options) {
 	r, err := ParseReference(dest)
 	if err != nil || r.transport != transportDocker || im.src == nil || im.mounted != nil {
@@ -139,13 +147,12 @@ func (im *Image) MountInto(ctx context.Context, dest string, opts Options) {
 	// done once the base is open. Close stops the mounts, and a copy that
 	// waits for them and is cancelled (mountsDone).
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	m := &mounting{done: make(chan struct{}), cancel: cancel}
+	m := &mounting{done: make(chan struct{}), cancel: cancel, repo: to.Name()}
 	im.mounted = m
 	go func() {
 		defer close(m.done)
 		defer cancel()
-		im.locationsRecorded() // the mounts' sources come from these records
-		mountLayers(ctx, ref, sys, im.layers)
+		m.present = mountLayers(ctx, ref, sys, from, im.layers)
 	}()
 }
 
@@ -153,32 +160,69 @@ func (im *Image) MountInto(ctx context.Context, dest string, opts Options) {
 type mounting struct {
 	done   chan struct{}
 	cancel context.CancelFunc
+	// repo is the repository mounted into; present, once done is closed,
+	// the layers that are there (by digest, their sizes).
+	repo    string
+	present map[digest.Digest]int64
 }
 
-// mountLayers asks dest to reuse each layer, maxParallelMounts at a time.
-// The first error stops the others: what is wrong with the registry, the
-// copy reports.
-func mountLayers(ctx context.Context, ref types.ImageReference, sys *types.SystemContext, layers []LayerInfo) {
+// mountLayers makes each of layers, which live in from's repository,
+// present in ref's: crossMount's one request a layer, or, when it cannot
+// set up its client, containers/image's TryReusingBlob,
+// maxParallelMounts at a time. The first error stops the others: what is
+// wrong with the registry, the copy reports. It returns the layers that
+// are there.
+func mountLayers(ctx context.Context, ref types.ImageReference, sys *types.SystemContext, from reference.Named, layers []LayerInfo) map[digest.Digest]int64 {
+	ok := make([]bool, len(layers))
+	err := crossMount(ctx, sys, from, ref.DockerReference(), layers, ok)
+	switch {
+	case errors.Is(err, errNoMountClient):
+		slog.Debug("mounting the base's layers through containers/image", "err", err)
+		reuseLayers(ctx, ref, sys, from, layers, ok)
+	case err != nil:
+		slog.Debug("the base's layers were not all mounted ahead of the copy", "err", err)
+	}
+	present := map[digest.Digest]int64{}
+	for i, l := range layers {
+		if ok[i] {
+			present[l.Digest] = l.Size
+		}
+	}
+	return present
+}
+
+// reuseLayers asks ref's destination to reuse each of layers,
+// maxParallelMounts at a time: containers/image's HEAD at the
+// destination, HEAD at from and mount.
+//
+// The candidates come from a cache in memory, given the records
+// recordLocations writes to the blob-info cache: the mounts need not wait
+// for those commits (about 90 ms for 48 layers), which copy.Image reads
+// later.
+//
+// It sets ok[i] for each layers[i] that is there.
+func reuseLayers(ctx context.Context, ref types.ImageReference, sys *types.SystemContext, from reference.Named, layers []LayerInfo, ok []bool) {
 	d, err := ref.NewImageDestination(ctx, sys)
 	if err != nil {
 		slog.Debug("mounting the base's layers in the destination ahead of the copy", "err", err)
 		return
 	}
 	defer d.Close()
-	cache, closeCache := openBlobInfoCache(sys)
-	defer closeCache()
+	cache := memory.New()
+	recordLayers(cache, from, layers)
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(maxParallelMounts)
-	for _, l := range layers {
+	for i, l := range layers {
 		g.Go(func() error {
-			ok, _, err := d.TryReusingBlob(ctx, types.BlobInfo{Digest: l.Digest, Size: l.Size, MediaType: l.MediaType}, cache, false)
+			reused, _, err := d.TryReusingBlob(ctx, types.BlobInfo{Digest: l.Digest, Size: l.Size, MediaType: l.MediaType}, cache, false)
 			if err != nil {
 				slog.Debug("the base's layers were not mounted ahead of the copy", "layer", l.Digest, "err", err)
 				return err
 			}
-			if !ok {
+			if !reused {
 				slog.Debug("a base layer was not mounted ahead of the copy", "layer", l.Digest)
 			}
+			ok[i] = reused
 			return nil
 		})
 	}

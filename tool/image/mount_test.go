@@ -2,8 +2,24 @@ package image
 
 import (
 	"context"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	digest "github.com/opencontainers/go-digest"
+	"go.podman.io/image/v5/copy"
+	"go.podman.io/image/v5/docker"
+	"go.podman.io/image/v5/docker/reference"
+	"go.podman.io/image/v5/types"
 )
 
 // TestMountsStopped: Close stops MountInto's mounts rather than wait for
@@ -59,4 +75,190 @@ func TestMountsStopped(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("mountsDone did not return once the mounts were done")
 	}
+}
+
+// mountServer is a registry over TLS (or plain HTTP) that demands a
+// bearer token for both repositories of a mount, and mounts into
+// ci/dest the blobs of os/base in have: 201 Created, else 202 Accepted
+// with an upload it expects to be deleted. It counts what it was asked.
+type mountServer struct {
+	srv                    *httptest.Server
+	have                   map[string]bool
+	mu                     sync.Mutex
+	posts, deletes, others int
+	plain                  int // requests that came in without TLS
+}
+
+func newMountServer(t *testing.T, tls bool, have ...digest.Digest) (*mountServer, *types.SystemContext) {
+	t.Helper()
+	m := &mountServer{have: map[string]bool{}}
+	for _, d := range have {
+		m.have[d.String()] = true
+	}
+	const wantScope = "repository:ci/dest:push,pull repository:os/base:pull"
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if r.TLS == nil {
+			m.plain++
+		}
+		if r.URL.Path == "/token" {
+			scopes := r.URL.Query()["scope"]
+			slices.Sort(scopes)
+			if u, p, ok := r.BasicAuth(); !ok || u != "user" || p != "pass" || strings.Join(scopes, " ") != wantScope {
+				http.Error(w, "no", http.StatusUnauthorized)
+				return
+			}
+			_ = json.NewEncoder(w).Encode(map[string]string{"token": "T0KEN"})
+			return
+		}
+		if r.Header.Get("Authorization") != "Bearer T0KEN" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="`+m.srv.URL+`/token",service="test"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		switch {
+		case r.URL.Path == "/v2/":
+		case r.Method == http.MethodPost && r.URL.Path == "/v2/ci/dest/blobs/uploads/" && r.URL.Query().Get("from") == "os/base":
+			m.posts++
+			if m.have[r.URL.Query().Get("mount")] {
+				w.WriteHeader(http.StatusCreated)
+				return
+			}
+			w.Header().Set("Location", "/v2/ci/dest/blobs/uploads/u1")
+			w.WriteHeader(http.StatusAccepted)
+		case r.Method == http.MethodDelete && r.URL.Path == "/v2/ci/dest/blobs/uploads/u1":
+			m.deletes++
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			m.others++
+			http.NotFound(w, r)
+		}
+	})
+	if tls {
+		m.srv = httptest.NewTLSServer(handler)
+	} else {
+		m.srv = httptest.NewServer(handler)
+	}
+	t.Cleanup(m.srv.Close)
+	certDir := t.TempDir()
+	if tls {
+		ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: m.srv.Certificate().Raw})
+		if err := os.WriteFile(filepath.Join(certDir, "ca.crt"), ca, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conf := filepath.Join(t.TempDir(), "registries.conf")
+	if err := os.WriteFile(conf, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sys := &types.SystemContext{DockerCertPath: certDir, AuthFilePath: filepath.Join(t.TempDir(), "none.json"),
+		SystemRegistriesConfPath: conf, SystemRegistriesConfDirPath: t.TempDir(),
+		DockerAuthConfig: &types.DockerAuthConfig{Username: "user", Password: "pass"}}
+	return m, sys
+}
+
+func (m *mountServer) named(t *testing.T, repo string) reference.Named {
+	t.Helper()
+	host := strings.TrimPrefix(strings.TrimPrefix(m.srv.URL, "https://"), "http://")
+	named, err := reference.ParseNormalizedNamed(host + "/" + repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return named
+}
+
+func mountLayersOf(ds ...digest.Digest) []LayerInfo {
+	var out []LayerInfo
+	for _, d := range ds {
+		out = append(out, LayerInfo{Digest: d, Size: 1})
+	}
+	return out
+}
+
+// TestCrossMount: each layer is mounted with one request, with a bearer
+// token for both repositories got with the credentials, over TLS with the
+// registry's CA; a layer the registry will not mount (202, an upload
+// started instead) stops the mounts with errNotMounted, and its upload
+// is deleted.
+func TestCrossMount(t *testing.T) {
+	a, b, c := digest.FromString("a"), digest.FromString("b"), digest.FromString("c")
+	m, sys := newMountServer(t, true, a, b, c)
+	ok := make([]bool, 3)
+	if err := crossMount(context.Background(), sys, m.named(t, "os/base"), m.named(t, "ci/dest"), mountLayersOf(a, b, c), ok); err != nil {
+		t.Fatalf("crossMount() = %v", err)
+	}
+	if !slices.Equal(ok, []bool{true, true, true}) || m.posts != 3 || m.others != 0 || m.plain != 0 {
+		t.Errorf("mounted %v with %d POSTs, %d other requests, %d without TLS; want all three with one POST each", ok, m.posts, m.others, m.plain)
+	}
+
+	m, sys = newMountServer(t, true, a)
+	ok = make([]bool, 2)
+	err := crossMount(context.Background(), sys, m.named(t, "os/base"), m.named(t, "ci/dest"), mountLayersOf(a, digest.FromString("missing")), ok)
+	if !errors.Is(err, errNotMounted) || !ok[0] || ok[1] || m.deletes != 1 {
+		t.Errorf("crossMount(a missing blob) = %v, mounted %v, %d uploads deleted; want errNotMounted, the first mounted, the upload deleted", err, ok, m.deletes)
+	}
+}
+
+// TestCrossMountTLS: without the registry's CA, or with it but over plain
+// HTTP, crossMount has no client (errNoMountClient: containers/image
+// mounts) and sends nothing over plain HTTP, as containers/image would not;
+// with --tls-verify=false it mounts over plain HTTP.
+func TestCrossMountTLS(t *testing.T) {
+	a := digest.FromString("a")
+	m, sys := newMountServer(t, true, a)
+	sys.DockerCertPath = t.TempDir()
+	if err := crossMount(context.Background(), sys, m.named(t, "os/base"), m.named(t, "ci/dest"), mountLayersOf(a), make([]bool, 1)); !errors.Is(err, errNoMountClient) || m.posts != 0 {
+		t.Errorf("crossMount(untrusted CA) = %v after %d POSTs, want errNoMountClient and none", err, m.posts)
+	}
+
+	m, sys = newMountServer(t, false, a)
+	if err := crossMount(context.Background(), sys, m.named(t, "os/base"), m.named(t, "ci/dest"), mountLayersOf(a), make([]bool, 1)); !errors.Is(err, errNoMountClient) || m.plain != 0 {
+		t.Errorf("crossMount(plain HTTP) = %v after %d requests over plain HTTP, want errNoMountClient and none", err, m.plain)
+	}
+	sys.DockerInsecureSkipTLSVerify = types.OptionalBoolTrue
+	ok := make([]bool, 1)
+	if err := crossMount(context.Background(), sys, m.named(t, "os/base"), m.named(t, "ci/dest"), mountLayersOf(a), ok); err != nil || !ok[0] {
+		t.Errorf("crossMount(plain HTTP, --tls-verify=false) = %v, mounted %v; want it mounted", err, ok)
+	}
+}
+
+// TestWithPresent: the layers MountInto made present in the destination
+// are answered as present without a request, others are asked of the
+// destination, and a signing copy, or one into another repository, gets
+// the destination itself.
+func TestWithPresent(t *testing.T) {
+	dest, err := docker.ParseReference("//registry.example/ci/dest:latest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := digest.FromString("a")
+	done := make(chan struct{})
+	close(done)
+	base := &Image{mounted: &mounting{done: done, repo: "registry.example/ci/dest", present: map[digest.Digest]int64{a: 7}}}
+	ref, ok := withPresent(dest, &copy.Options{}, base).(presentRef)
+	if !ok {
+		t.Fatalf("withPresent() = %T, want a presentRef", ref)
+	}
+	d := presentDest{ImageDestination: failingDest{}, present: ref.present}
+	if reused, info, err := d.TryReusingBlob(context.Background(), types.BlobInfo{Digest: a}, nil, false); !reused || err != nil || info.Digest != a || info.Size != 7 {
+		t.Errorf("TryReusingBlob(a present layer) = %v, %+v, %v", reused, info, err)
+	}
+	if _, _, err := d.TryReusingBlob(context.Background(), types.BlobInfo{Digest: digest.FromString("b")}, nil, false); err == nil {
+		t.Error("TryReusingBlob(another blob) was not asked of the destination")
+	}
+	if got := withPresent(dest, &copy.Options{SignBySigstorePrivateKeyFile: "key"}, base); got != dest {
+		t.Errorf("withPresent(signing) = %T, want the destination itself", got)
+	}
+	other, _ := docker.ParseReference("//registry.example/ci/other:latest")
+	if got := withPresent(other, &copy.Options{}, base); got != other {
+		t.Errorf("withPresent(another repository) = %T, want the destination itself", got)
+	}
+}
+
+// failingDest is a destination whose TryReusingBlob fails.
+type failingDest struct{ types.ImageDestination }
+
+func (failingDest) TryReusingBlob(context.Context, types.BlobInfo, types.BlobInfoCache, bool) (bool, types.BlobInfo, error) {
+	return false, types.BlobInfo{}, errors.New("asked the destination")
 }

@@ -131,7 +131,7 @@ func AppendPlatforms(ctx context.Context, entries []PlatformImage, dest string, 
 		b.locationsRecorded()
 		b.mountsDone(ctx)
 	}
-	written, err := copyImage(ctx, st.reference(), src.ref, co, progress, opts.Retry)
+	written, err := copyImage(ctx, withPresent(st.reference(), co, bases...), src.ref, co, progress, opts.Retry)
 	if err != nil {
 		return "", fmt.Errorf("writing %s: %w", dest, err)
 	}

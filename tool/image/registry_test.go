@@ -52,8 +52,9 @@ func TestAppendRetriesAcrossRegistryRestart(t *testing.T) {
 // TestMountIntoAhead: MountInto mounts every layer of a registry base
 // into the destination's repository by itself, before any image is
 // written there (a build starts it once the base's manifest is read, and
-// its copy then finds the layers there), and goes on when the context it
-// was started with is done: OpenBaseWhile's is, once the base is open.
+// its copy then finds the layers there), with one request a layer (no
+// HEAD: crossMount), and goes on when the context it was started with is
+// done: OpenBaseWhile's is, once the base is open.
 func TestMountIntoAhead(t *testing.T) {
 	reg, opts, base := registryCase(t)
 	im := mustOpen(t, base, opts)
@@ -77,6 +78,12 @@ func TestMountIntoAhead(t *testing.T) {
 	}
 	if up := after.Uploaded[len(before.Uploaded):]; len(up) > 0 {
 		t.Errorf("uploaded %v, want nothing", up)
+	}
+	if asked := after.Checked[len(before.Checked):]; len(asked) > 0 {
+		t.Errorf("asked about %v, want only the mounts", asked)
+	}
+	if present := im.mounted.present; len(present) != len(im.Layers()) {
+		t.Errorf("%d layers known present, want %d", len(present), len(im.Layers()))
 	}
 	if tags, _ := reg.Tags("ci/ahead"); len(tags) > 0 {
 		t.Errorf("tags %v in the destination, want none", tags)

@@ -111,10 +111,20 @@ func TestRegistryBuildCredentialSources(t *testing.T) {
 				t.Setenv(k, v)
 			}
 			out := r.ref("ci/layered" + strconv.Itoa(i) + ":latest")
+			before, err := r.reg.Requests()
+			if err != nil {
+				t.Fatal(err)
+			}
 			code, stdout, stderr := r.buildWith(out, append(tt.flags, "--quiet")...)
 			if code != 0 {
 				t.Fatalf("build: exit %d\n%s", code, stderr)
 			}
+			after, err := r.reg.Requests()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The mounts authenticate with the destination's credentials.
+			notAsked(t, readRegistryManifest(t, r, "ci/layered"+strconv.Itoa(i)+"@"+strings.TrimSpace(stdout)), before, after)
 			if got := strings.TrimSpace(stdout); first == "" {
 				first = got
 			} else if got != first {
@@ -245,6 +255,7 @@ func TestColdBuildMountsBaseLayers(t *testing.T) {
 			t.Errorf("base layer %s was not mounted", l.Digest)
 		}
 	}
+	notAsked(t, m, before, after)
 	got := uploadedRE.FindStringSubmatch(stderr)
 	wantBytes := m.Config.Size + m.Layers[len(m.Layers)-1].Size
 	if got == nil || got[1] != strconv.FormatInt(wantBytes, 10) || got[2] != "2" {
@@ -262,6 +273,21 @@ func TestColdBuildMountsBaseLayers(t *testing.T) {
 	code, _, stderr = r.buildWith(r.ref("ci/cold:again"), r.creds()...)
 	if got := uploadedRE.FindStringSubmatch(stderr); code != 0 || got == nil || got[3] != strconv.Itoa(len(m.Layers)) {
 		t.Errorf("rebuild: exit %d, report %q; want every layer (%d) already there\n%s", code, got, len(m.Layers), stderr)
+	}
+}
+
+// notAsked: the build that pushed m mounted each base layer with one
+// request: neither the mounts nor the copy asked a repository whether it
+// has the layer (image.crossMount, image.withPresent), between before and
+// after.
+func notAsked(t *testing.T, m registryManifest, before, after registrytest.Requests) {
+	t.Helper()
+	for _, l := range m.Layers[:len(m.Layers)-1] {
+		for _, c := range after.Checked[len(before.Checked):] {
+			if strings.HasSuffix(c, "@"+l.Digest) {
+				t.Errorf("asked %s about base layer %s, which the build mounted", c, l.Digest)
+			}
+		}
 	}
 }
 

@@ -279,16 +279,17 @@ func (r *Registry) Tags(repo string) ([]string, error) {
 }
 
 // Requests is what the registry served: blobs uploaded (their digests),
-// blobs mounted from another repository, and blobs downloaded
-// (REPO@DIGEST, once per GET that sent content), per the registry's own
-// log.
+// blobs mounted from another repository, blobs downloaded (REPO@DIGEST,
+// once per GET that sent content), and blobs asked about (REPO@DIGEST,
+// once per HEAD), per the registry's own log.
 type Requests struct {
-	Uploaded, Mounted, Downloaded []string
+	Uploaded, Mounted, Downloaded, Checked []string
 }
 
 var (
 	uploadRE = regexp.MustCompile(`"PUT /v2/\S+/blobs/uploads/\S*[?&]digest=(sha256(?::|%3A)[0-9a-f]{64})`)
 	getRE    = regexp.MustCompile(`"GET /v2/(\S+)/blobs/(sha256:[0-9a-f]{64}) HTTP/[0-9.]+" (?:200|206) `)
+	headRE   = regexp.MustCompile(`"HEAD /v2/(\S+)/blobs/(sha256:[0-9a-f]{64}) HTTP/[0-9.]+" `)
 	mountRE  = regexp.MustCompile(`"POST /v2/\S+/blobs/uploads/\?\S*mount=(sha256(?::|%3A)[0-9a-f]{64})\S* HTTP/[0-9.]+" 201`)
 )
 
@@ -310,6 +311,9 @@ func (r *Registry) Requests() (Requests, error) {
 		}
 		if m := getRE.FindStringSubmatch(line); m != nil {
 			out.Downloaded = append(out.Downloaded, m[1]+"@"+m[2])
+		}
+		if m := headRE.FindStringSubmatch(line); m != nil {
+			out.Checked = append(out.Checked, m[1]+"@"+m[2])
 		}
 		if m := mountRE.FindStringSubmatch(line); m != nil {
 			out.Mounted = append(out.Mounted, strings.Replace(m[1], "%3A", ":", 1))
