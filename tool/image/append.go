@@ -91,8 +91,9 @@ func Append(ctx context.Context, base *Image, dest string, ao AppendOptions, opt
 		}
 	}
 	if written == nil && err == nil {
-		base.locationsRecorded()
 		base.mountsDone(ctx)
+		base.recordUnmounted()
+		base.locationsRecorded()
 		written, err = copyImage(ctx, withPresent(st.reference(), co, base), src.ref, co, ao.Progress, opts.Retry)
 	}
 	if err != nil {
@@ -163,9 +164,15 @@ func copyImage(ctx context.Context, dest, src types.ImageReference, co *copy.Opt
 	if ch != nil {
 		co.Progress, co.ProgressInterval = ch, progressInterval
 	}
+	attempt := 0
 	err = r.do(ctx, func() error {
+		d := dest
+		if p, ok := dest.(presentRef); ok && attempt > 0 {
+			d = p.ImageReference // a retry asks the registry about every blob
+		}
+		attempt++
 		var err error
-		written, err = copyImageWAL(ctx, pc, dest, src, co)
+		written, err = copyImageWAL(ctx, pc, d, src, co)
 		return err
 	})
 	return written, err

@@ -121,7 +121,9 @@ func OpenBaseWhile(ctx context.Context, ref string, opts BaseOptions, work func(
 // The caller closes the Base. With opts.Shared.Later, an index it scanned
 // is published by Base.PublishIndex, not here.
 func OpenBase(ctx context.Context, ref string, opts BaseOptions) (*Base, error) {
-	im, err := Open(ctx, ref, opts.Images)
+	io := opts.Images
+	io.recordsLater = opts.MountInto != ""
+	im, err := Open(ctx, ref, io)
 	if err != nil {
 		return nil, err // Open names ref
 	}

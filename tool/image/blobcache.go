@@ -43,6 +43,26 @@ func (im *Image) recordLocations(sys *types.SystemContext) {
 	}()
 }
 
+// recordUnmounted starts recordLocations for an image whose Open left the
+// records to MountInto's outcome (Options.recordsLater), when a mount did
+// not happen: the copy then mounts what is left itself, as containers/image
+// does, from these records. When every layer was mounted (or MountInto
+// did not apply: the destination is on another registry, where the
+// records give no candidates, or is the image's own repository) they
+// would serve nothing, and a cold build is spared their commits (three a
+// layer, an fsync each). Call it after mountsDone.
+func (im *Image) recordUnmounted() {
+	if im.recordSys == nil || im.recorded != nil || im.mounted == nil {
+		return
+	}
+	for _, l := range im.layers {
+		if _, ok := im.mounted.present[l.Digest]; !ok {
+			im.recordLocations(im.recordSys)
+			return
+		}
+	}
+}
+
 // locationsRecorded waits for recordLocations, if it was started.
 func (im *Image) locationsRecorded() {
 	if im.recorded != nil {

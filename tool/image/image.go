@@ -60,9 +60,11 @@ type Image struct {
 	stall    time.Duration
 	registry string
 	// recorded is closed once recordLocations is done; mounted is a
-	// MountInto under way (docker: only).
-	recorded chan struct{}
-	mounted  *mounting
+	// MountInto under way (docker: only). recordSys is the context for
+	// recordUnmounted, when Open left the records for it.
+	recorded  chan struct{}
+	mounted   *mounting
+	recordSys *types.SystemContext
 }
 
 // Open opens ref (a "transport:..." reference), checks it against the
@@ -149,7 +151,11 @@ func open(ctx context.Context, r Ref, opts Options, sys *types.SystemContext, pc
 		return nil, err
 	}
 	if r.transport == transportDocker {
-		im.recordLocations(sys)
+		if opts.recordsLater {
+			im.recordSys = sys
+		} else {
+			im.recordLocations(sys)
+		}
 		im.stall, im.registry = opts.stallTimeout(), registryOf(im.src)
 	}
 	return im, nil

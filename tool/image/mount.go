@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	digest "github.com/opencontainers/go-digest"
 	"go.podman.io/image/v5/copy"
@@ -44,7 +43,7 @@ func crossMount(ctx context.Context, sys *types.SystemContext, from, to referenc
 		"repository:" + reference.Path(to) + ":" + transport.PushScope,
 		"repository:" + reference.Path(from) + ":" + transport.PullScope,
 	}
-	client, reg, err := registryHTTP(ctx, sys, to, scopes)
+	client, err := registryHTTP(ctx, sys, to, scopes)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errNoMountClient, err)
 	}
@@ -52,7 +51,7 @@ func crossMount(ctx context.Context, sys *types.SystemContext, from, to referenc
 	g.SetLimit(maxParallelMounts)
 	for i, l := range layers {
 		g.Go(func() error {
-			err := mountOne(ctx, client, reg, reference.Path(from), reference.Path(to), l.Digest.String())
+			err := mountOne(ctx, client, reference.Path(from), reference.Path(to), l.Digest.String())
 			ok[i] = err == nil
 			return err
 		})
@@ -63,13 +62,11 @@ func crossMount(ctx context.Context, sys *types.SystemContext, from, to referenc
 // errNoMountClient: crossMount could not set up its client.
 var errNoMountClient = errors.New("no client for cross-repository mounts")
 
-// mountOne asks reg to mount the blob dgst of repository from into to.
-func mountOne(ctx context.Context, client *http.Client, reg name.Registry, from, to, dgst string) error {
-	// The scheme is the one the handshake found (go-containerregistry's
-	// transport sets it for the registry's host).
-	u := url.URL{Scheme: "https", Host: reg.RegistryStr(), Path: "/v2/" + to + "/blobs/uploads/",
-		RawQuery: url.Values{"mount": {dgst}, "from": {from}}.Encode()}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), nil)
+// mountOne asks the registry to mount the blob dgst of repository from
+// into to.
+func mountOne(ctx context.Context, client registryClient, from, to, dgst string) error {
+	u := client.url("/v2/"+to+"/blobs/uploads/", url.Values{"mount": {dgst}, "from": {from}})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
 	if err != nil {
 		return err
 	}
@@ -102,8 +99,10 @@ func mountOne(ctx context.Context, client *http.Client, reg name.Registry, from,
 // (a HEAD, and a commit to the blob-info cache when the registry has it,
 // which containers/image's SQLite cache makes one after another: 60 ms for
 // 48 layers, half of a cold build's copy). Call it once the mounts are
-// done (mountsDone). The registry still checks, when it takes the
-// manifest, that every blob the manifest names is there.
+// done (mountsDone): mounts still under way count for nothing. The
+// registry still checks, when it takes the manifest, that every blob the
+// manifest names is there, and copyImage's retries ask about every blob
+// again.
 //
 // It is dest itself when there is nothing to answer, or when the copy
 // signs: containers/image writes sigstore signatures only through its
@@ -114,8 +113,14 @@ func withPresent(dest types.ImageReference, co *copy.Options, bases ...*Image) t
 	}
 	present := map[digest.Digest]int64{}
 	for _, b := range bases {
-		if m := b.mounted; m != nil && m.repo == dest.DockerReference().Name() {
+		m := b.mounted
+		if m == nil || m.repo != dest.DockerReference().Name() {
+			continue
+		}
+		select {
+		case <-m.done:
 			maps.Copy(present, m.present)
+		default: // still mounting: mountsDone was not called
 		}
 	}
 	if len(present) == 0 {

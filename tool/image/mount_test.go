@@ -84,14 +84,16 @@ func TestMountsStopped(t *testing.T) {
 type mountServer struct {
 	srv                    *httptest.Server
 	have                   map[string]bool
+	anonymous              bool // it asks for no credentials
 	mu                     sync.Mutex
 	posts, deletes, others int
 	plain                  int // requests that came in without TLS
+	credentials            int // requests that carried credentials
 }
 
-func newMountServer(t *testing.T, tls bool, have ...digest.Digest) (*mountServer, *types.SystemContext) {
+func newMountServer(t *testing.T, tls, anonymous bool, have ...digest.Digest) (*mountServer, *types.SystemContext) {
 	t.Helper()
-	m := &mountServer{have: map[string]bool{}}
+	m := &mountServer{have: map[string]bool{}, anonymous: anonymous}
 	for _, d := range have {
 		m.have[d.String()] = true
 	}
@@ -112,7 +114,10 @@ func newMountServer(t *testing.T, tls bool, have ...digest.Digest) (*mountServer
 			_ = json.NewEncoder(w).Encode(map[string]string{"token": "T0KEN"})
 			return
 		}
-		if r.Header.Get("Authorization") != "Bearer T0KEN" {
+		if r.Header.Get("Authorization") != "" {
+			m.credentials++
+		}
+		if !m.anonymous && r.Header.Get("Authorization") != "Bearer T0KEN" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="`+m.srv.URL+`/token",service="test"`)
 			w.WriteHeader(http.StatusUnauthorized)
 			return
@@ -179,11 +184,11 @@ func mountLayersOf(ds ...digest.Digest) []LayerInfo {
 // TestCrossMount: each layer is mounted with one request, with a bearer
 // token for both repositories got with the credentials, over TLS with the
 // registry's CA; a layer the registry will not mount (202, an upload
-// started instead) stops the mounts with errNotMounted, and its upload
-// is deleted.
+// started instead) is errNotMounted, and its upload is deleted. A
+// registry that asks for no credentials is sent none.
 func TestCrossMount(t *testing.T) {
 	a, b, c := digest.FromString("a"), digest.FromString("b"), digest.FromString("c")
-	m, sys := newMountServer(t, true, a, b, c)
+	m, sys := newMountServer(t, true, false, a, b, c)
 	ok := make([]bool, 3)
 	if err := crossMount(context.Background(), sys, m.named(t, "os/base"), m.named(t, "ci/dest"), mountLayersOf(a, b, c), ok); err != nil {
 		t.Fatalf("crossMount() = %v", err)
@@ -192,41 +197,98 @@ func TestCrossMount(t *testing.T) {
 		t.Errorf("mounted %v with %d POSTs, %d other requests, %d without TLS; want all three with one POST each", ok, m.posts, m.others, m.plain)
 	}
 
-	m, sys = newMountServer(t, true, a)
-	ok = make([]bool, 2)
-	err := crossMount(context.Background(), sys, m.named(t, "os/base"), m.named(t, "ci/dest"), mountLayersOf(a, digest.FromString("missing")), ok)
-	if !errors.Is(err, errNotMounted) || !ok[0] || ok[1] || m.deletes != 1 {
-		t.Errorf("crossMount(a missing blob) = %v, mounted %v, %d uploads deleted; want errNotMounted, the first mounted, the upload deleted", err, ok, m.deletes)
+	ok = make([]bool, 1)
+	err := crossMount(context.Background(), sys, m.named(t, "os/base"), m.named(t, "ci/dest"), mountLayersOf(digest.FromString("missing")), ok)
+	if !errors.Is(err, errNotMounted) || ok[0] || m.deletes != 1 {
+		t.Errorf("crossMount(a missing blob) = %v, mounted %v, %d uploads deleted; want errNotMounted, nothing mounted, the upload deleted", err, ok, m.deletes)
+	}
+
+	m, sys = newMountServer(t, true, true, a)
+	ok = make([]bool, 1)
+	if err := crossMount(context.Background(), sys, m.named(t, "os/base"), m.named(t, "ci/dest"), mountLayersOf(a), ok); err != nil || !ok[0] || m.credentials != 0 {
+		t.Errorf("crossMount(a registry that asks for no credentials) = %v, mounted %v, %d requests with credentials; want it mounted with none", err, ok, m.credentials)
 	}
 }
 
 // TestCrossMountTLS: without the registry's CA, or with it but over plain
 // HTTP, crossMount has no client (errNoMountClient: containers/image
 // mounts) and sends nothing over plain HTTP, as containers/image would not;
-// with --tls-verify=false it mounts over plain HTTP.
+// with --tls-verify=false, or insecure in registries.conf, it mounts over
+// plain HTTP; a namespace blocked in registries.conf is not asked.
 func TestCrossMountTLS(t *testing.T) {
 	a := digest.FromString("a")
-	m, sys := newMountServer(t, true, a)
+	m, sys := newMountServer(t, true, false, a)
 	sys.DockerCertPath = t.TempDir()
 	if err := crossMount(context.Background(), sys, m.named(t, "os/base"), m.named(t, "ci/dest"), mountLayersOf(a), make([]bool, 1)); !errors.Is(err, errNoMountClient) || m.posts != 0 {
 		t.Errorf("crossMount(untrusted CA) = %v after %d POSTs, want errNoMountClient and none", err, m.posts)
 	}
 
-	m, sys = newMountServer(t, false, a)
+	m, sys = newMountServer(t, false, false, a)
 	if err := crossMount(context.Background(), sys, m.named(t, "os/base"), m.named(t, "ci/dest"), mountLayersOf(a), make([]bool, 1)); !errors.Is(err, errNoMountClient) || m.plain != 0 {
 		t.Errorf("crossMount(plain HTTP) = %v after %d requests over plain HTTP, want errNoMountClient and none", err, m.plain)
 	}
-	sys.DockerInsecureSkipTLSVerify = types.OptionalBoolTrue
+	insecure := *sys
+	insecure.DockerInsecureSkipTLSVerify = types.OptionalBoolTrue
 	ok := make([]bool, 1)
-	if err := crossMount(context.Background(), sys, m.named(t, "os/base"), m.named(t, "ci/dest"), mountLayersOf(a), ok); err != nil || !ok[0] {
+	if err := crossMount(context.Background(), &insecure, m.named(t, "os/base"), m.named(t, "ci/dest"), mountLayersOf(a), ok); err != nil || !ok[0] {
 		t.Errorf("crossMount(plain HTTP, --tls-verify=false) = %v, mounted %v; want it mounted", err, ok)
+	}
+
+	host := m.named(t, "ci/dest")
+	for _, tt := range []struct {
+		name, conf string
+		sys        *types.SystemContext
+		mounted    bool
+	}{
+		{"insecure registry", "[[registry]]\nlocation = \"" + reference.Domain(host) + "\"\ninsecure = true\n", sys, true},
+		{"blocked namespace", "[[registry]]\nlocation = \"" + reference.Domain(host) + "/ci\"\nblocked = true\n", &insecure, false},
+	} {
+		conf := *tt.sys
+		conf.SystemRegistriesConfPath = filepath.Join(t.TempDir(), "registries.conf")
+		if err := os.WriteFile(conf.SystemRegistriesConfPath, []byte(tt.conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		posts := m.posts
+		ok := make([]bool, 1)
+		err := crossMount(context.Background(), &conf, m.named(t, "os/base"), host, mountLayersOf(a), ok)
+		if tt.mounted && (err != nil || !ok[0]) || !tt.mounted && (!errors.Is(err, errNoMountClient) || m.posts != posts) {
+			t.Errorf("%s: crossMount() = %v, mounted %v, %d POSTs", tt.name, err, ok, m.posts-posts)
+		}
+	}
+}
+
+// TestHTTPSFirst: plain HTTP goes out only to an insecure registry, and
+// only to a host HTTPS did not reach.
+func TestHTTPSFirst(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	get := func(rt http.RoundTripper, scheme string) error {
+		req, _ := http.NewRequest(http.MethodGet, scheme+"://"+host+"/v2/", nil)
+		resp, err := rt.RoundTrip(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	for _, insecure := range []bool{false, true} {
+		rt := &httpsFirst{RoundTripper: http.DefaultTransport, insecure: insecure}
+		if get(rt, "http") == nil {
+			t.Errorf("insecure %v: plain HTTP before HTTPS failed", insecure)
+		}
+		if get(rt, "https") == nil {
+			t.Fatalf("HTTPS to a plain HTTP server succeeded")
+		}
+		if err := get(rt, "http"); (err == nil) != insecure {
+			t.Errorf("insecure %v: plain HTTP after HTTPS failed = %v", insecure, err)
+		}
 	}
 }
 
 // TestWithPresent: the layers MountInto made present in the destination
 // are answered as present without a request, others are asked of the
-// destination, and a signing copy, or one into another repository, gets
-// the destination itself.
+// destination, and a signing copy, one into another repository, or one
+// before the mounts are done, gets the destination itself.
 func TestWithPresent(t *testing.T) {
 	dest, err := docker.ParseReference("//registry.example/ci/dest:latest")
 	if err != nil {
@@ -250,6 +312,10 @@ func TestWithPresent(t *testing.T) {
 	if got := withPresent(dest, &copy.Options{SignBySigstorePrivateKeyFile: "key"}, base); got != dest {
 		t.Errorf("withPresent(signing) = %T, want the destination itself", got)
 	}
+	mounting := &Image{mounted: &mounting{done: make(chan struct{}), repo: "registry.example/ci/dest", present: map[digest.Digest]int64{a: 7}}}
+	if got := withPresent(dest, &copy.Options{}, mounting); got != dest {
+		t.Errorf("withPresent(mounts under way) = %T, want the destination itself", got)
+	}
 	other, _ := docker.ParseReference("//registry.example/ci/other:latest")
 	if got := withPresent(other, &copy.Options{}, base); got != other {
 		t.Errorf("withPresent(another repository) = %T, want the destination itself", got)
@@ -261,4 +327,39 @@ type failingDest struct{ types.ImageDestination }
 
 func (failingDest) TryReusingBlob(context.Context, types.BlobInfo, types.BlobInfoCache, bool) (bool, types.BlobInfo, error) {
 	return false, types.BlobInfo{}, errors.New("asked the destination")
+}
+
+// TestRecordUnmounted: an image whose Open left its records to the
+// mounts' outcome records its layers' locations in the blob-info cache
+// only when a layer was not mounted, for the copy to mount it.
+func TestRecordUnmounted(t *testing.T) {
+	ref, err := docker.ParseReference("//registry.example/os/base:latest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := LayerInfo{Digest: digest.FromString("a"), DiffID: digest.FromString("A")}, LayerInfo{Digest: digest.FromString("b"), DiffID: digest.FromString("B")}
+	done := make(chan struct{})
+	close(done)
+	for _, tt := range []struct {
+		name    string
+		present []digest.Digest
+		records bool
+	}{
+		{"all mounted", []digest.Digest{a.Digest, b.Digest}, false},
+		{"one not mounted", []digest.Digest{a.Digest}, true},
+	} {
+		sys := &types.SystemContext{BlobInfoCacheDir: t.TempDir()}
+		present := map[digest.Digest]int64{}
+		for _, d := range tt.present {
+			present[d] = 1
+		}
+		im := &Image{src: &policyProbe{ref: ref}, layers: []LayerInfo{a, b}, recordSys: sys,
+			mounted: &mounting{done: done, present: present}}
+		im.recordUnmounted()
+		im.locationsRecorded()
+		got := blobInfoCache(sys).UncompressedDigest(b.Digest)
+		if (got == b.DiffID) != tt.records {
+			t.Errorf("%s: the cache knows %s's diff ID as %q; want it recorded: %v", tt.name, b.Digest, got, tt.records)
+		}
+	}
 }

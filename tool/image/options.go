@@ -54,6 +54,11 @@ type Options struct {
 	StallTimeout time.Duration
 	// Sign signs what Append writes.
 	Sign Signing
+
+	// recordsLater: Open does not record a docker:// image's layers in the
+	// blob-info cache; OpenBase sets it when it mounts them itself
+	// (BaseOptions.MountInto, Image.recordUnmounted).
+	recordsLater bool
 }
 
 // ErrNoPolicy is returned when no signature policy was given, none is

@@ -128,8 +128,9 @@ func AppendPlatforms(ctx context.Context, entries []PlatformImage, dest string, 
 	}
 	defer func() { err = errors.Join(err, st.close()) }()
 	for _, b := range bases {
-		b.locationsRecorded()
 		b.mountsDone(ctx)
+		b.recordUnmounted()
+		b.locationsRecorded()
 	}
 	written, err := copyImage(ctx, withPresent(st.reference(), co, bases...), src.ref, co, progress, opts.Retry)
 	if err != nil {

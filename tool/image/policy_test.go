@@ -7,6 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	digest "github.com/opencontainers/go-digest"
+	"go.podman.io/image/v5/docker"
+	"go.podman.io/image/v5/signature"
 )
 
 const (
@@ -86,5 +90,41 @@ func TestUserPolicyIsFound(t *testing.T) {
 	opts.InsecurePolicy = false
 	if _, err := Open(context.Background(), base, opts); err == nil || !strings.Contains(err.Error(), "rejected") {
 		t.Errorf("Open with a rejecting $HOME policy: error = %v, want a rejection", err)
+	}
+}
+
+// TestIndexPolicyProbe: a policy that decides without reading the image
+// (insecureAcceptAnything, reject) is evaluated on the artifact's
+// reference alone; one that reads it (signedBy) is not decided by the
+// probe, so checkIndexPolicy evaluates it on the image.
+func TestIndexPolicyProbe(t *testing.T) {
+	ref, err := docker.ParseReference("//registry.example/ci/index@" + digest.FromString("artifact").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	signedBy, err := signature.NewPRSignedByKeyPath(signature.SBKeyTypeGPGKeys, "/nonexistent.gpg", signature.NewPRMMatchRepoDigestOrExact())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name     string
+		req      signature.PolicyRequirement
+		read     bool
+		accepted bool
+	}{
+		{"insecureAcceptAnything", signature.NewPRInsecureAcceptAnything(), false, true},
+		{"reject", signature.NewPRReject(), false, false},
+		{"signedBy", signedBy, true, false},
+	} {
+		pc, err := signature.NewPolicyContext(&signature.Policy{Default: signature.PolicyRequirements{tt.req}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		probe := &policyProbe{ref: ref}
+		err = checkPolicy(context.Background(), pc, probe)
+		if probe.read != tt.read || !tt.read && (err == nil) != tt.accepted {
+			t.Errorf("%s: read %v, err %v; want read %v, accepted %v", tt.name, probe.read, err, tt.read, tt.accepted)
+		}
+		_ = pc.Destroy()
 	}
 }

@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/docker/distribution/registry/api/errcode"
 	v2 "github.com/docker/distribution/registry/api/v2"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/klauspost/compress/zstd"
 	digest "github.com/opencontainers/go-digest"
 	"github.com/opencontainers/image-spec/specs-go"
@@ -258,8 +260,14 @@ func digestReference(named reference.Named, d digest.Digest) (types.ImageReferen
 // checkIndexPolicy evaluates the signature policy on the artifact ref: a
 // policy that requires a signature for the index repository (a
 // sigstoreSigned or signedBy requirement in policy.json) refuses an
-// unsigned or wrongly signed index.
+// unsigned or wrongly signed index. A policy that decides without reading
+// anything of the image (insecureAcceptAnything, reject) is evaluated
+// without opening it in the registry (policyProbe).
 func checkIndexPolicy(ctx context.Context, sys *types.SystemContext, pc *signature.PolicyContext, ref types.ImageReference) (err error) {
+	probe := &policyProbe{ref: ref}
+	if err := checkPolicy(ctx, pc, probe); !probe.read {
+		return err
+	}
 	src, err := ref.NewImageSource(ctx, sys)
 	if err != nil {
 		return err
@@ -410,6 +418,9 @@ func isNotFound(err error) bool {
 	if err == nil {
 		return false
 	}
+	if errors.Is(err, errRegistryNotFound) {
+		return true
+	}
 	var ec errcode.ErrorCoder
 	if errors.As(err, &ec) && (ec.ErrorCode() == v2.ErrorCodeManifestUnknown || ec.ErrorCode() == v2.ErrorCodeNameUnknown) {
 		return true
@@ -438,13 +449,30 @@ func PullIndex(ctx context.Context, repo string, base *Image, format int, opts O
 	if err != nil {
 		return out, err
 	}
+	// One client for the listing and the artifacts (containers/image
+	// sets up one a reference, each with its own ping); when it cannot
+	// be set up, containers/image reads the tag and the artifacts.
+	var client *registryClient
+	if c, err := registryHTTP(ctx, sys, named, []string{"repository:" + reference.Path(named) + ":" + transport.PullScope}); err == nil {
+		client = &c
+	} else {
+		slog.Debug("reading the published index through containers/image", "repository", repo, "err", err)
+	}
 	var idx imgspecv1.Index
 	err = opts.Retry.do(ctx, func() error {
-		var n int64
-		idx, n, err = listReferrers(ctx, sys, named, base.digest)
-		out.Bytes += n
-		if err == nil {
-			return nil
+		if client != nil {
+			var n int64
+			idx, n, err = listReferrers(ctx, *client, named, base.digest)
+			out.Bytes += n
+			if err == nil {
+				return nil
+			}
+			idx, n, err = readReferrersTagHTTP(ctx, *client, named, base.digest)
+			out.Bytes += n
+			if err == nil || errors.Is(err, ErrNoPublishedIndex) {
+				return err
+			}
+			slog.Debug("reading the referrers tag through containers/image", "repository", repo, "err", err)
 		}
 		idx, err = readReferrersTag(ctx, sys, tagRef)
 		return err
@@ -467,7 +495,7 @@ func PullIndex(ctx context.Context, repo string, base *Image, format int, opts O
 		if d.ArtifactType != IndexArtifactType || (d.Annotations[AnnotationIndexFormat] != "" && d.Annotations[AnnotationIndexFormat] != want[AnnotationIndexFormat]) {
 			continue
 		}
-		n, err := pullArtifact(ctx, sys, pc, named, d, base, want, accept)
+		n, err := pullArtifact(ctx, client, sys, pc, named, d, base, want, accept)
 		out.Bytes += n
 		if err == nil {
 			out.Manifest = d.Digest
@@ -483,8 +511,9 @@ func PullIndex(ctx context.Context, repo string, base *Image, format int, opts O
 
 // pullArtifact reads the artifact d of named, checks it claims base's
 // chain (want) and that the signature policy pc accepts it, and hands its
-// view to accept. It returns the bytes it read.
-func pullArtifact(ctx context.Context, sys *types.SystemContext, pc *signature.PolicyContext, named reference.Named, d imgspecv1.Descriptor, base *Image, want map[string]string, accept func([]byte) error) (n int64, err error) {
+// view to accept. It reads through client when there is one, else
+// through containers/image. It returns the bytes it read.
+func pullArtifact(ctx context.Context, client *registryClient, sys *types.SystemContext, pc *signature.PolicyContext, named reference.Named, d imgspecv1.Descriptor, base *Image, want map[string]string, accept func([]byte) error) (n int64, err error) {
 	if d.Size > maxIndexManifest {
 		return 0, fmt.Errorf("a manifest of %d bytes", d.Size)
 	}
@@ -492,12 +521,26 @@ func pullArtifact(ctx context.Context, sys *types.SystemContext, pc *signature.P
 	if err != nil {
 		return 0, err
 	}
-	src, err := ref.NewImageSource(ctx, sys)
-	if err != nil {
-		return 0, err
+	var (
+		b    []byte
+		blob func(imgspecv1.Descriptor) ([]byte, error)
+	)
+	if client != nil {
+		path := "/v2/" + reference.Path(named)
+		b, _, err = client.get(ctx, path+"/manifests/"+d.Digest.String(), maxIndexManifest, imgspecv1.MediaTypeImageManifest)
+		blob = func(l imgspecv1.Descriptor) ([]byte, error) {
+			b, _, err := client.get(ctx, path+"/blobs/"+l.Digest.String(), l.Size)
+			return checkIndexBlob(b, l, err)
+		}
+	} else {
+		src, err := ref.NewImageSource(ctx, sys)
+		if err != nil {
+			return 0, err
+		}
+		defer func() { err = errors.Join(err, src.Close()) }()
+		b, _, err = src.GetManifest(ctx, nil)
+		blob = func(l imgspecv1.Descriptor) ([]byte, error) { return readIndexBlob(ctx, src, l) }
 	}
-	defer func() { err = errors.Join(err, src.Close()) }()
-	b, _, err := src.GetManifest(ctx, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -509,11 +552,11 @@ func pullArtifact(ctx context.Context, sys *types.SystemContext, pc *signature.P
 	if err != nil {
 		return n, err
 	}
-	if err := checkPolicy(ctx, pc, src); err != nil {
+	if err := checkIndexPolicy(ctx, sys, pc, ref); err != nil {
 		return n, err
 	}
-	blob, err := readIndexBlob(ctx, src, layer)
-	n += int64(len(blob))
+	view, err := blob(layer)
+	n += int64(len(view))
 	if err != nil {
 		return n, err
 	}
@@ -522,15 +565,15 @@ func pullArtifact(ctx context.Context, sys *types.SystemContext, pc *signature.P
 		return n, err
 	}
 	defer dec.Close()
-	packed, err := dec.DecodeAll(blob, nil)
+	packed, err := dec.DecodeAll(view, nil)
 	if err != nil {
 		return n, fmt.Errorf("decompressing the index: %w", err)
 	}
-	view, err := baseindex.UnpackView(packed, maxIndexView)
+	unpacked, err := baseindex.UnpackView(packed, maxIndexView)
 	if err != nil {
 		return n, err
 	}
-	return n, accept(view)
+	return n, accept(unpacked)
 }
 
 // checkArtifact checks an artifact's manifest is an index of base's
@@ -566,6 +609,12 @@ func readIndexBlob(ctx context.Context, src types.ImageSource, d imgspecv1.Descr
 	}
 	defer func() { err = errors.Join(err, rc.Close()) }()
 	b, err := io.ReadAll(io.LimitReader(rc, d.Size+1))
+	return checkIndexBlob(b, d, err)
+}
+
+// checkIndexBlob checks that the artifact's layer b, read with err, has
+// d's size and digest.
+func checkIndexBlob(b []byte, d imgspecv1.Descriptor, err error) ([]byte, error) {
 	if err != nil {
 		return b, fmt.Errorf("reading the index blob: %w", err)
 	}
@@ -573,4 +622,40 @@ func readIndexBlob(ctx context.Context, src types.ImageSource, d imgspecv1.Descr
 		return b, fmt.Errorf("the index blob does not match its size and digest %s", d.Digest)
 	}
 	return b, nil
+}
+
+// policyProbe is an image source that has a reference and nothing else:
+// a signature policy that decides without reading the image
+// (insecureAcceptAnything, reject) decides on it as on the image itself.
+// read records that the policy asked for more; the caller then evaluates
+// it on the image (checkIndexPolicy).
+type policyProbe struct {
+	ref  types.ImageReference
+	read bool
+}
+
+var errPolicyProbe = errors.New("the signature policy reads the image")
+
+func (p *policyProbe) Reference() types.ImageReference { return p.ref }
+func (p *policyProbe) Close() error                    { return nil }
+func (p *policyProbe) HasThreadSafeGetBlob() bool      { return false }
+
+func (p *policyProbe) GetManifest(context.Context, *digest.Digest) ([]byte, string, error) {
+	p.read = true
+	return nil, "", errPolicyProbe
+}
+
+func (p *policyProbe) GetBlob(context.Context, types.BlobInfo, types.BlobInfoCache) (io.ReadCloser, int64, error) {
+	p.read = true
+	return nil, 0, errPolicyProbe
+}
+
+func (p *policyProbe) GetSignatures(context.Context, *digest.Digest) ([][]byte, error) {
+	p.read = true
+	return nil, errPolicyProbe
+}
+
+func (p *policyProbe) LayerInfosForCopy(context.Context, *digest.Digest) ([]types.BlobInfo, error) {
+	p.read = true
+	return nil, errPolicyProbe
 }

@@ -9,11 +9,9 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	digest "github.com/opencontainers/go-digest"
 	imgspecv1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"go.podman.io/image/v5/docker/reference"
-	"go.podman.io/image/v5/types"
 )
 
 // errNoReferrersAPI is listReferrers' answer for a registry without the
@@ -21,20 +19,14 @@ import (
 // referrers tag instead.
 var errNoReferrersAPI = errors.New("the registry has no referrers API")
 
-// listReferrers asks the registry of named for the referrers of subject
-// whose artifactType is IndexArtifactType, through the OCI referrers API
-// (GET /v2/<name>/referrers/<digest>), with the credentials and TLS
-// settings containers/image would use for named (sys): containers/image
-// has no client for that endpoint (registryHTTP). Any answer but an OCI
-// index is errNoReferrersAPI. It returns the bytes it read.
-func listReferrers(ctx context.Context, sys *types.SystemContext, named reference.Named, subject digest.Digest) (imgspecv1.Index, int64, error) {
-	client, reg, err := registryHTTP(ctx, sys, named, []string{"repository:" + reference.Path(named) + ":" + transport.PullScope})
-	if err != nil {
-		return imgspecv1.Index{}, 0, err
-	}
-	u := url.URL{Scheme: "https", Host: reg.RegistryStr(), Path: "/v2/" + reference.Path(named) + "/referrers/" + subject.String(),
-		RawQuery: url.Values{"artifactType": {IndexArtifactType}}.Encode()}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+// listReferrers asks client's registry for the referrers of subject in
+// named whose artifactType is IndexArtifactType, through the OCI
+// referrers API (GET /v2/<name>/referrers/<digest>), which
+// containers/image has no client for (registryHTTP). Any answer but an
+// OCI index is errNoReferrersAPI. It returns the bytes it read.
+func listReferrers(ctx context.Context, client registryClient, named reference.Named, subject digest.Digest) (imgspecv1.Index, int64, error) {
+	u := client.url("/v2/"+reference.Path(named)+"/referrers/"+subject.String(), url.Values{"artifactType": {IndexArtifactType}})
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return imgspecv1.Index{}, 0, err
 	}
@@ -51,6 +43,22 @@ func listReferrers(ctx context.Context, sys *types.SystemContext, named referenc
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if resp.StatusCode != http.StatusOK || mt != imgspecv1.MediaTypeImageIndex {
 		return imgspecv1.Index{}, int64(len(b)), fmt.Errorf("%w (%s)", errNoReferrersAPI, resp.Status)
+	}
+	idx, err := referrersIndex(b, mt)
+	return idx, int64(len(b)), err
+}
+
+// readReferrersTagHTTP is readReferrersTag through client: the OCI index
+// the referrers tag of subject in named holds; ErrNoPublishedIndex when
+// the tag is not there. It returns the bytes it read.
+func readReferrersTagHTTP(ctx context.Context, client registryClient, named reference.Named, subject digest.Digest) (imgspecv1.Index, int64, error) {
+	b, mt, err := client.get(ctx, "/v2/"+reference.Path(named)+"/manifests/"+subjectTag(subject), maxIndexManifest,
+		imgspecv1.MediaTypeImageIndex, imgspecv1.MediaTypeImageManifest)
+	if errors.Is(err, errRegistryNotFound) {
+		return imgspecv1.Index{}, int64(len(b)), ErrNoPublishedIndex
+	}
+	if err != nil {
+		return imgspecv1.Index{}, int64(len(b)), err
 	}
 	idx, err := referrersIndex(b, mt)
 	return idx, int64(len(b)), err

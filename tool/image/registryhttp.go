@@ -3,9 +3,15 @@ package image
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
+	"mime"
 	"net/http"
+	"net/url"
 	"path/filepath"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -18,58 +24,101 @@ import (
 	"go.podman.io/image/v5/types"
 )
 
+// registryClient is an HTTP client for a registry (registryHTTP), and
+// the scheme to reach it with.
+type registryClient struct {
+	*http.Client
+	reg    name.Registry
+	scheme string
+}
+
+// url is the URL of path on the registry, with query.
+func (c registryClient) url(path string, query url.Values) string {
+	u := url.URL{Scheme: c.scheme, Host: c.reg.RegistryStr(), Path: path, RawQuery: query.Encode()}
+	return u.String()
+}
+
 // registryHTTP is an HTTP client for the registry of named that reaches
-// and authenticates to it as containers/image would for named: the
-// credentials config.GetCredentialsForRef finds (--creds, auth files and
-// their entries for a repository or namespace, credential helpers),
-// registryTLS's certificates and verification, and plain HTTP only for a
-// registry containers/image would reach that way (--tls-verify=false, or
-// insecure in registries.conf). The handshake, a ping and then basic
-// credentials or a bearer token for scopes, is go-containerregistry's.
-func registryHTTP(ctx context.Context, sys *types.SystemContext, named reference.Named, scopes []string) (*http.Client, name.Registry, error) {
-	host := reference.Domain(named)
-	tlsc, insecure, err := registryTLS(sys, host)
+// and authenticates to it as containers/image would for named:
+//
+//   - TLS with registryTLS's certificates and verification; plain HTTP
+//     only for an insecure registry (--tls-verify=false, or insecure in
+//     registries.conf for named) and only once HTTPS failed (httpsFirst);
+//   - credentials only when the registry asks for them (a 401 to the
+//     ping), those config.GetCredentialsForRef finds for named (--creds,
+//     auth files and their entries for a repository or namespace,
+//     credential helpers): basic, or exchanged for a bearer token for
+//     scopes at the realm the registry names.
+//
+// The ping, the token exchange and the token's use and refresh are
+// go-containerregistry's (pkg/v1/remote/transport).
+func registryHTTP(ctx context.Context, sys *types.SystemContext, named reference.Named, scopes []string) (registryClient, error) {
+	tlsc, insecure, err := registryTLS(sys, named)
 	if err != nil {
-		return nil, name.Registry{}, err
+		return registryClient{}, err
 	}
 	var nopts []name.Option
 	if insecure {
-		nopts = append(nopts, name.Insecure)
+		nopts = append(nopts, name.Insecure) // the ping tries HTTP too
 	}
-	reg, err := name.NewRegistry(host, nopts...)
+	reg, err := name.NewRegistry(reference.Domain(named), nopts...)
 	if err != nil {
-		return nil, name.Registry{}, err
-	}
-	creds, err := config.GetCredentialsForRef(sys, named)
-	if err != nil {
-		return nil, name.Registry{}, err
-	}
-	auth := authn.Anonymous
-	if creds != (types.DockerAuthConfig{}) {
-		auth = authn.FromConfig(authn.AuthConfig{Username: creds.Username, Password: creds.Password, IdentityToken: creds.IdentityToken})
+		return registryClient{}, err
 	}
 	tr := newRegistryTransport(tlsc)
 	tr.MaxIdleConnsPerHost = maxParallelMounts // keep each connection the mounts open
-	rt, err := transport.NewWithContext(ctx, reg, auth, httpsOnly{tr, insecure}, scopes)
+	t := &httpsFirst{RoundTripper: tr, insecure: insecure}
+	pr, err := transport.Ping(ctx, reg, t)
 	if err != nil {
-		return nil, name.Registry{}, err
+		return registryClient{}, err
 	}
-	return &http.Client{Transport: rt, Timeout: time.Minute}, reg, nil
+	auth := authn.Anonymous
+	if pr.Scheme != "" { // a 401: the registry asks for credentials
+		creds, err := config.GetCredentialsForRef(sys, named)
+		if err != nil {
+			return registryClient{}, err
+		}
+		if creds != (types.DockerAuthConfig{}) {
+			auth = authn.FromConfig(authn.AuthConfig{Username: creds.Username, Password: creds.Password, IdentityToken: creds.IdentityToken})
+		}
+	}
+	token := &transport.Token{}
+	if strings.EqualFold(pr.Scheme, "bearer") {
+		if token, err = transport.Exchange(ctx, reg, auth, t, scopes, pr); err != nil {
+			return registryClient{}, err
+		}
+		if token.Token == "" {
+			token.Token = token.AccessToken // some token servers answer with this one only
+		}
+	}
+	// A bearer transport, or for any other answer a basic one (which sends
+	// nothing for anonymous).
+	rt, err := transport.FromToken(reg, auth, t, pr, token)
+	if err != nil {
+		return registryClient{}, err
+	}
+	scheme := "https"
+	if pr.Insecure {
+		scheme = "http"
+	}
+	return registryClient{Client: &http.Client{Transport: rt, Timeout: time.Minute}, reg: reg, scheme: scheme}, nil
 }
 
 // insecureRegistry reports whether containers/image skips TLS
-// verification for host, and so may reach it over plain HTTP: registries.conf's
-// insecure, overridden by --tls-verify (SystemContext.DockerInsecureSkipTLSVerify).
-// A blocked registry is an error, as in containers/image.
-func insecureRegistry(sys *types.SystemContext, host string) (bool, error) {
+// verification for named's registry, and so may reach it over plain
+// HTTP: insecure in named's entry in registries.conf (which may be for
+// its namespace), overridden by --tls-verify
+// (SystemContext.DockerInsecureSkipTLSVerify). A blocked registry or
+// namespace is an error, as in containers/image.
+func insecureRegistry(sys *types.SystemContext, named reference.Named) (bool, error) {
 	insecure := false
-	reg, err := sysregistriesv2.FindRegistry(sys, host)
+	reg, err := sysregistriesv2.FindRegistry(sys, named.Name())
 	if err != nil {
 		return false, err
 	}
 	if reg != nil {
 		if reg.Blocked {
-			return false, fmt.Errorf("registry %s is blocked in registries.conf", host)
+			return false, fmt.Errorf("registry %s is blocked in registries.conf", named.Name())
 		}
 		insecure = reg.Insecure
 	}
@@ -79,25 +128,45 @@ func insecureRegistry(sys *types.SystemContext, host string) (bool, error) {
 	return insecure, nil
 }
 
-// httpsOnly refuses plain HTTP unless the registry is insecure:
-// go-containerregistry's handshake also tries HTTP for registries on
-// loopback and private addresses, which containers/image does not.
-type httpsOnly struct {
+// httpsFirst lets a request go over plain HTTP only to an insecure
+// registry, and only to a host that an HTTPS request failed to reach, as
+// containers/image falls back: go-containerregistry's ping also tries
+// HTTP for registries on loopback and private addresses, and for an
+// insecure one starts HTTP beside a slow HTTPS attempt.
+type httpsFirst struct {
 	http.RoundTripper
 	insecure bool
+	mu       sync.Mutex
+	failed   map[string]bool // hosts that HTTPS did not reach
 }
 
-func (t httpsOnly) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL.Scheme != "https" && !t.insecure {
-		return nil, fmt.Errorf("refusing plain HTTP to %s: the registry is not insecure (--tls-verify)", req.URL.Host)
+func (t *httpsFirst) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme == "https" {
+		resp, err := t.RoundTripper.RoundTrip(req)
+		if err != nil && t.insecure {
+			t.mu.Lock()
+			if t.failed == nil {
+				t.failed = map[string]bool{}
+			}
+			t.failed[req.URL.Host] = true
+			t.mu.Unlock()
+		}
+		return resp, err
+	}
+	t.mu.Lock()
+	failed := t.failed[req.URL.Host]
+	t.mu.Unlock()
+	if !t.insecure || !failed {
+		return nil, fmt.Errorf("refusing plain HTTP to %s: the registry is not insecure (--tls-verify), or HTTPS reached it", req.URL.Host)
 	}
 	return t.RoundTripper.RoundTrip(req)
 }
 
-// registryTLS is containers/image's TLS configuration for host: the
+// registryTLS is containers/image's TLS configuration for named's registry: the
 // certificate directories (containers-certs.d(5)), and no verification
 // for an insecure registry (insecureRegistry), which it returns too.
-func registryTLS(sys *types.SystemContext, host string) (*tls.Config, bool, error) {
+func registryTLS(sys *types.SystemContext, named reference.Named) (*tls.Config, bool, error) {
+	host := reference.Domain(named)
 	tlsc := &tls.Config{MinVersion: tls.VersionTLS12}
 	dirs := []string{sys.DockerCertPath}
 	if sys.DockerCertPath == "" {
@@ -108,7 +177,7 @@ func registryTLS(sys *types.SystemContext, host string) (*tls.Config, bool, erro
 			return nil, false, err
 		}
 	}
-	insecure, err := insecureRegistry(sys, host)
+	insecure, err := insecureRegistry(sys, named)
 	if err != nil {
 		return nil, false, err
 	}
@@ -122,4 +191,40 @@ func newRegistryTransport(tlsc *tls.Config) *http.Transport {
 	tr := tlsclientconfig.NewTransport()
 	tr.TLSClientConfig = tlsc
 	return tr
+}
+
+// errRegistryNotFound is a registry's 404 to a registryClient request
+// (isNotFound).
+var errRegistryNotFound = errors.New("not found")
+
+// get GETs path with accept, and returns its body, at most limit bytes
+// (more is an error), and media type.
+func (c registryClient) get(ctx context.Context, path string, limit int64, accept ...string) ([]byte, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url(path, nil), nil)
+	if err != nil {
+		return nil, "", err
+	}
+	for _, a := range accept {
+		req.Header.Add("Accept", a)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return nil, "", fmt.Errorf("%s: %w", path, errRegistryNotFound)
+	case resp.StatusCode != http.StatusOK:
+		return nil, "", fmt.Errorf("%s: %s", path, resp.Status)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return b, "", err
+	}
+	if int64(len(b)) > limit {
+		return b, "", fmt.Errorf("%s: more than %d bytes", path, limit)
+	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	return b, mt, nil
 }
