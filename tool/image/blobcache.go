@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
 
 	digest "github.com/opencontainers/go-digest"
@@ -44,23 +45,28 @@ func (im *Image) recordLocations(sys *types.SystemContext) {
 }
 
 // recordUnmounted starts recordLocations for an image whose Open left the
-// records to MountInto's outcome (Options.recordsLater), when a mount did
-// not happen: the copy then mounts what is left itself, as containers/image
-// does, from these records. When every layer was mounted (or MountInto
-// did not apply: the destination is on another registry, where the
-// records give no candidates, or is the image's own repository) they
-// would serve nothing, and a cold build is spared their commits (three a
-// layer, an fsync each). Call it after mountsDone.
-func (im *Image) recordUnmounted() {
-	if im.recordSys == nil || im.recorded != nil || im.mounted == nil {
+// records to MountInto's outcome (Options.recordsLater), before a copy to
+// dest that may have to mount the image's layers itself: dest is in
+// another repository of the image's registry, and MountInto did not mount
+// them all there. containers/image then mounts what is left, from these
+// records. Otherwise they would serve nothing (on another registry they
+// give no candidates, in the image's own repository the layers are
+// there), and a cold build is spared their commits (three a layer, an
+// fsync each). Call it after mountsDone; nothing once ctx is done.
+func (im *Image) recordUnmounted(ctx context.Context, dest types.ImageReference) {
+	if im.recordSys == nil || im.recorded != nil || ctx.Err() != nil {
 		return
 	}
-	for _, l := range im.layers {
-		if _, ok := im.mounted.present[l.Digest]; !ok {
-			im.recordLocations(im.recordSys)
+	from, to := im.src.Reference().DockerReference(), dest.DockerReference()
+	if from == nil || to == nil || reference.Domain(from) != reference.Domain(to) || from.Name() == to.Name() {
+		return
+	}
+	if m := im.mounted; m != nil && m.repo == to.Name() {
+		if !slices.ContainsFunc(im.layers, func(l LayerInfo) bool { _, ok := m.present[l.Digest]; return !ok }) {
 			return
 		}
 	}
+	im.recordLocations(im.recordSys)
 }
 
 // locationsRecorded waits for recordLocations, if it was started.
@@ -106,7 +112,7 @@ func compressorName(mediaType string) string {
 // recordCompressor calls the cache's RecordDigestCompressorData, which
 // every cache containers/image makes has but whose argument type is
 // internal to containers/image: it is built by reflection, field by field.
-// TestColdBuildMountsBaseLayers fails if this stops working.
+// TestAppendMountsFromRecords fails if this stops working.
 func recordCompressor(cache types.BlobInfoCache, d digest.Digest, name string) error {
 	m := reflect.ValueOf(cache).MethodByName("RecordDigestCompressorData")
 	if !m.IsValid() || m.Type().NumIn() != 2 || m.Type().In(1).Kind() != reflect.Struct {

@@ -331,31 +331,43 @@ func (failingDest) TryReusingBlob(context.Context, types.BlobInfo, types.BlobInf
 
 // TestRecordUnmounted: an image whose Open left its records to the
 // mounts' outcome records its layers' locations in the blob-info cache
-// only when a layer was not mounted, for the copy to mount it.
+// only before a copy that may have to mount a layer: into another
+// repository of its registry, where MountInto did not mount them all.
 func TestRecordUnmounted(t *testing.T) {
-	ref, err := docker.ParseReference("//registry.example/os/base:latest")
-	if err != nil {
-		t.Fatal(err)
+	parse := func(s string) types.ImageReference {
+		ref, err := docker.ParseReference("//" + s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ref
 	}
+	base := parse("registry.example/os/base:latest")
 	a, b := LayerInfo{Digest: digest.FromString("a"), DiffID: digest.FromString("A")}, LayerInfo{Digest: digest.FromString("b"), DiffID: digest.FromString("B")}
 	done := make(chan struct{})
 	close(done)
+	mounted := func(ds ...digest.Digest) *mounting {
+		m := &mounting{done: done, repo: "registry.example/ci/dest", present: map[digest.Digest]int64{}}
+		for _, d := range ds {
+			m.present[d] = 1
+		}
+		return m
+	}
 	for _, tt := range []struct {
 		name    string
-		present []digest.Digest
+		mounted *mounting
+		dest    string
 		records bool
 	}{
-		{"all mounted", []digest.Digest{a.Digest, b.Digest}, false},
-		{"one not mounted", []digest.Digest{a.Digest}, true},
+		{"all mounted", mounted(a.Digest, b.Digest), "registry.example/ci/dest:latest", false},
+		{"one not mounted", mounted(a.Digest), "registry.example/ci/dest:latest", true},
+		{"mounted into another repository", mounted(a.Digest, b.Digest), "registry.example/ci/other:latest", true},
+		{"no mounts", nil, "registry.example/ci/dest:latest", true},
+		{"another registry", nil, "elsewhere.example/ci/dest:latest", false},
+		{"the base's repository", nil, "registry.example/os/base:v2", false},
 	} {
 		sys := &types.SystemContext{BlobInfoCacheDir: t.TempDir()}
-		present := map[digest.Digest]int64{}
-		for _, d := range tt.present {
-			present[d] = 1
-		}
-		im := &Image{src: &policyProbe{ref: ref}, layers: []LayerInfo{a, b}, recordSys: sys,
-			mounted: &mounting{done: done, present: present}}
-		im.recordUnmounted()
+		im := &Image{src: &policyProbe{ref: base}, layers: []LayerInfo{a, b}, recordSys: sys, mounted: tt.mounted}
+		im.recordUnmounted(context.Background(), parse(tt.dest))
 		im.locationsRecorded()
 		got := blobInfoCache(sys).UncompressedDigest(b.Digest)
 		if (got == b.DiffID) != tt.records {

@@ -129,7 +129,7 @@ func AppendPlatforms(ctx context.Context, entries []PlatformImage, dest string, 
 	defer func() { err = errors.Join(err, st.close()) }()
 	for _, b := range bases {
 		b.mountsDone(ctx)
-		b.recordUnmounted()
+		b.recordUnmounted(ctx, st.reference())
 		b.locationsRecorded()
 	}
 	written, err := copyImage(ctx, withPresent(st.reference(), co, bases...), src.ref, co, progress, opts.Retry)

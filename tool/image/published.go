@@ -496,6 +496,13 @@ func PullIndex(ctx context.Context, repo string, base *Image, format int, opts O
 			continue
 		}
 		n, err := pullArtifact(ctx, client, sys, pc, named, d, base, want, accept)
+		if errors.Is(err, errClientRead) {
+			// What the client could not read (a redirect to plain HTTP,
+			// say), containers/image may.
+			slog.Debug("reading the published index through containers/image", "artifact", d.Digest, "err", err)
+			out.Bytes += n
+			n, err = pullArtifact(ctx, nil, sys, pc, named, d, base, want, accept)
+		}
 		out.Bytes += n
 		if err == nil {
 			out.Manifest = d.Digest
@@ -528,13 +535,19 @@ func pullArtifact(ctx context.Context, client *registryClient, sys *types.System
 	if client != nil {
 		path := "/v2/" + reference.Path(named)
 		b, _, err = client.get(ctx, path+"/manifests/"+d.Digest.String(), maxIndexManifest, imgspecv1.MediaTypeImageManifest)
+		if err != nil {
+			err = fmt.Errorf("%w: %w", errClientRead, err)
+		}
 		blob = func(l imgspecv1.Descriptor) ([]byte, error) {
 			b, _, err := client.get(ctx, path+"/blobs/"+l.Digest.String(), l.Size)
-			return checkIndexBlob(b, l, err)
+			if err != nil {
+				return b, fmt.Errorf("%w: reading the index blob: %w", errClientRead, err)
+			}
+			return checkIndexBlob(b, l, nil)
 		}
 	} else {
-		src, err := ref.NewImageSource(ctx, sys)
-		if err != nil {
+		var src types.ImageSource
+		if src, err = ref.NewImageSource(ctx, sys); err != nil {
 			return 0, err
 		}
 		defer func() { err = errors.Join(err, src.Close()) }()
@@ -611,6 +624,10 @@ func readIndexBlob(ctx context.Context, src types.ImageSource, d imgspecv1.Descr
 	b, err := io.ReadAll(io.LimitReader(rc, d.Size+1))
 	return checkIndexBlob(b, d, err)
 }
+
+// errClientRead: pullArtifact's client could not read the artifact (not:
+// it read something wrong).
+var errClientRead = errors.New("the registry client")
 
 // checkIndexBlob checks that the artifact's layer b, read with err, has
 // d's size and digest.

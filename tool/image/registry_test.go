@@ -90,6 +90,37 @@ func TestMountIntoAhead(t *testing.T) {
 	}
 }
 
+// TestAppendMountsFromRecords: without MountInto, the copy itself mounts
+// the base's layers into another repository of the registry, from the
+// blob-info cache's records of where they live and how they are
+// compressed, which Open makes (recordLocations; the compression record
+// is set by reflection, recordCompressor): nothing of the base is
+// uploaded.
+func TestAppendMountsFromRecords(t *testing.T) {
+	reg, opts, base := registryCase(t)
+	im := mustOpen(t, base, opts)
+	layer, _ := newLayerFixture(t, t.TempDir())
+	before, err := reg.Requests()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Append(context.Background(), im, "docker://"+reg.Host+"/ci/recorded:latest", defaultAppend(layer), opts); err != nil {
+		t.Fatal(err)
+	}
+	after, err := reg.Requests()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range im.Layers() {
+		if !slices.Contains(after.Mounted[len(before.Mounted):], l.Digest.String()) {
+			t.Errorf("base layer %s was not mounted", l.Digest)
+		}
+		if slices.Contains(after.Uploaded[len(before.Uploaded):], l.Digest.String()) {
+			t.Errorf("base layer %s was uploaded", l.Digest)
+		}
+	}
+}
+
 // TestOpenFailuresDoNotPanic opens registry images in every failing way:
 // each is an error naming the reference, none a panic, and none is
 // retried into success.

@@ -45,7 +45,8 @@ func (c registryClient) url(path string, query url.Values) string {
 //     only for an insecure registry (--tls-verify=false, or insecure in
 //     registries.conf for named) and only once HTTPS failed (httpsFirst);
 //   - credentials only when the registry asks for them (a 401 to the
-//     ping), those config.GetCredentialsForRef finds for named (--creds,
+//     ping with a Basic or Bearer challenge, the two containers/image
+//     answers), those config.GetCredentialsForRef finds for named (--creds,
 //     auth files and their entries for a repository or namespace,
 //     credential helpers): basic, or exchanged for a bearer token for
 //     scopes at the realm the registry names.
@@ -67,13 +68,14 @@ func registryHTTP(ctx context.Context, sys *types.SystemContext, named reference
 	}
 	tr := newRegistryTransport(tlsc)
 	tr.MaxIdleConnsPerHost = maxParallelMounts // keep each connection the mounts open
+	tr.ResponseHeaderTimeout = time.Minute     // not the whole body: a blob may be large
 	t := &httpsFirst{RoundTripper: tr, insecure: insecure}
 	pr, err := transport.Ping(ctx, reg, t)
 	if err != nil {
 		return registryClient{}, err
 	}
 	auth := authn.Anonymous
-	if pr.Scheme != "" { // a 401: the registry asks for credentials
+	if strings.EqualFold(pr.Scheme, "basic") || strings.EqualFold(pr.Scheme, "bearer") { // a 401 asking for credentials containers/image would give
 		creds, err := config.GetCredentialsForRef(sys, named)
 		if err != nil {
 			return registryClient{}, err
@@ -101,7 +103,7 @@ func registryHTTP(ctx context.Context, sys *types.SystemContext, named reference
 	if pr.Insecure {
 		scheme = "http"
 	}
-	return registryClient{Client: &http.Client{Transport: rt, Timeout: time.Minute}, reg: reg, scheme: scheme}, nil
+	return registryClient{Client: &http.Client{Transport: rt}, reg: reg, scheme: scheme}, nil
 }
 
 // insecureRegistry reports whether containers/image skips TLS
@@ -143,7 +145,7 @@ type httpsFirst struct {
 func (t *httpsFirst) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Scheme == "https" {
 		resp, err := t.RoundTripper.RoundTrip(req)
-		if err != nil && t.insecure {
+		if err != nil && t.insecure && req.Context().Err() == nil {
 			t.mu.Lock()
 			if t.failed == nil {
 				t.failed = map[string]bool{}

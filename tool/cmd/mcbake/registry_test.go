@@ -262,9 +262,9 @@ func TestColdBuildMountsBaseLayers(t *testing.T) {
 		t.Errorf("upload report %q, want %d bytes in 2 blobs\n%s", got, wantBytes, stderr)
 	}
 	t.Logf("cold build: uploaded %d bytes; the base's %d layers (%d bytes) were mounted", wantBytes, len(m.Layers)-1, baseBytes)
-	// containers/image's blob-info cache, which the mounts come from, is
-	// in SQLite's WAL mode (image.walBlobInfoCache): bytes 18 and 19 of
-	// the database's header are 2.
+	// containers/image's blob-info cache, which its copy opens, is in
+	// SQLite's WAL mode (image.walBlobInfoCache): bytes 18 and 19 of the
+	// database's header are 2.
 	if b, err := os.ReadFile(filepath.Join(r.cache, "blobinfo", "blob-info-cache-v1.sqlite")); err != nil || len(b) < 100 || b[18] != 2 || b[19] != 2 {
 		t.Errorf("the blob-info cache database: %v; want it in WAL mode", err)
 	}
