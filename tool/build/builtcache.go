@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -87,6 +88,21 @@ func newBuiltCache(cacheDir, compression string) (builtCache, error) {
 		return builtCache{}, err
 	}
 	return builtCache{dir: filepath.Join(cacheDir, "built", "sha256"), compressor: id, compression: compression}, nil
+}
+
+// empty reports whether the cache holds no entry at all (a CI runner's
+// first build): then writeLayer does not hash the tar a first time only
+// to look it up (12 ms of a cold build, for the guard's 12 MB binary), and
+// stores what it compressed. Anything in the directory, even a temporary
+// file, counts as an entry.
+func (c builtCache) empty() bool {
+	d, err := os.Open(c.dir)
+	if err != nil {
+		return errors.Is(err, fs.ErrNotExist)
+	}
+	defer d.Close()
+	_, err = d.Readdirnames(1)
+	return err == io.EOF
 }
 
 func (c builtCache) file(diffID digest.Digest) string {
