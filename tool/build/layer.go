@@ -217,9 +217,12 @@ func writeTar(w io.Writer, entries []tarEntry) error {
 				return fmt.Errorf("writing %s: %w", e.name, err)
 			}
 		}
+		if sg != nil {
+			sg.content = true
+		}
 		_, err := tw.Write(e.content)
 		if sg != nil {
-			sg.spliced = false
+			sg.spliced, sg.content = false, false
 		}
 		if err != nil {
 			return fmt.Errorf("writing %s: %w", e.name, err)
@@ -277,8 +280,9 @@ type splicingGzip struct {
 	size    uint32
 	err     error
 	// spliced is set while the tar writer hands over the content that
-	// splice already wrote.
-	spliced bool
+	// splice already wrote; content while it hands over any entry's
+	// content.
+	spliced, content bool
 }
 
 // gzipHeader is the header klauspost/compress/gzip writes at the default
@@ -298,17 +302,17 @@ func (z *splicingGzip) Write(p []byte) (int, error) {
 	if z.err != nil {
 		return 0, z.err
 	}
-	if z.spliced {
-		// The content spliced in: writeTar's entry, unchanged for the
-		// rest of the build, which an asyncHash may keep.
-		if a, ok := z.tarHash.(*asyncHash); ok {
-			a.writeShared(p)
-		} else {
-			z.tarHash.Write(p)
-		}
-		return len(p), nil
+	// An entry's content (archive/tar passes it through as writeTar
+	// gave it) is unchanged for the rest of the build: an asyncHash may
+	// keep it rather than a copy. Headers and padding are copied.
+	if a, ok := z.tarHash.(*asyncHash); ok && z.content {
+		a.writeShared(p)
+	} else {
+		z.tarHash.Write(p)
 	}
-	z.tarHash.Write(p)
+	if z.spliced {
+		return len(p), nil // the content spliced in is only hashed
+	}
 	z.crc.Write(p)
 	z.size += uint32(len(p))
 	return z.fw.Write(p)

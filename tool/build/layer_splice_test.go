@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
@@ -111,6 +112,23 @@ func TestSplicedGzipLayer(t *testing.T) {
 	}
 	if again, _ := write(true); again.digest != spliced.digest {
 		t.Errorf("the same entries made %s, then %s", spliced.digest, again.digest)
+	}
+	// With a cache of built layers: the first layer, into an empty cache
+	// (hashed once, beside the compression), is stored as it is, and
+	// the next is copied from the cache.
+	t.Cleanup(FakeCompressModule("github.com/klauspost/compress v0.0.0-test h1:test"))
+	cache := t.TempDir()
+	for _, how := range []string{"into an empty cache", "from the cache"} {
+		lf, err := writeLayer(dir, cache, entries(true), Gzip)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lf.digest != spliced.digest || lf.diffID != spliced.diffID || lf.size != spliced.size {
+			t.Errorf("%s: %s (diff ID %s, %d bytes), want %s (%s, %d)", how, lf.digest, lf.diffID, lf.size, spliced.digest, spliced.diffID, spliced.size)
+		}
+		if stored, _ := filepath.Glob(filepath.Join(cache, "built", "sha256", "*")); len(stored) != 2 {
+			t.Errorf("%s: the cache holds %v, want the layer and its sum", how, stored)
+		}
 	}
 	t.Logf("%d bytes spliced, %d compressed whole", len(blob), len(plainBlob))
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	digest "github.com/opencontainers/go-digest"
 	"go.podman.io/image/v5/copy"
 	"go.podman.io/image/v5/docker"
@@ -373,5 +374,34 @@ func TestRecordUnmounted(t *testing.T) {
 		if (got == b.DiffID) != tt.records {
 			t.Errorf("%s: the cache knows %s's diff ID as %q; want it recorded: %v", tt.name, b.Digest, got, tt.records)
 		}
+	}
+}
+
+// TestRegistryClientStall: a registry that sends a response's headers and
+// then no data fails the client's read with a *StallError once the limit
+// passes, which is not errClientRead (no second read through
+// containers/image).
+func TestRegistryClientStall(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte("part"))
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-time.After(time.Minute):
+		}
+	}))
+	t.Cleanup(srv.Close)
+	reg, err := name.NewRegistry(strings.TrimPrefix(srv.URL, "http://"), name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := registryClient{Client: srv.Client(), reg: reg, scheme: "http", stall: 50 * time.Millisecond}
+	d := digest.FromString("blob")
+	_, _, err = c.get(context.Background(), "/v2/ci/index/blobs/"+d.String(), d, 100)
+	var stall *StallError
+	if !errors.As(err, &stall) || stall.Blob != d || errors.Is(clientReadError(err), errClientRead) {
+		t.Errorf("get() = %v, want a StallError for %s that is not errClientRead", err, d)
 	}
 }

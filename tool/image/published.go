@@ -454,6 +454,7 @@ func PullIndex(ctx context.Context, repo string, base *Image, format int, opts O
 	// be set up, containers/image reads the tag and the artifacts.
 	var client *registryClient
 	if c, err := registryHTTP(ctx, sys, named, []string{"repository:" + reference.Path(named) + ":" + transport.PullScope}); err == nil {
+		c.stall = opts.stallTimeout()
 		client = &c
 	} else {
 		slog.Debug("reading the published index through containers/image", "repository", repo, "err", err)
@@ -534,14 +535,12 @@ func pullArtifact(ctx context.Context, client *registryClient, sys *types.System
 	)
 	if client != nil {
 		path := "/v2/" + reference.Path(named)
-		b, _, err = client.get(ctx, path+"/manifests/"+d.Digest.String(), maxIndexManifest, imgspecv1.MediaTypeImageManifest)
-		if err != nil {
-			err = fmt.Errorf("%w: %w", errClientRead, err)
-		}
+		b, _, err = client.get(ctx, path+"/manifests/"+d.Digest.String(), d.Digest, maxIndexManifest, imgspecv1.MediaTypeImageManifest)
+		err = clientReadError(err)
 		blob = func(l imgspecv1.Descriptor) ([]byte, error) {
-			b, _, err := client.get(ctx, path+"/blobs/"+l.Digest.String(), l.Size)
+			b, _, err := client.get(ctx, path+"/blobs/"+l.Digest.String(), l.Digest, l.Size)
 			if err != nil {
-				return b, fmt.Errorf("%w: reading the index blob: %w", errClientRead, err)
+				return b, fmt.Errorf("reading the index blob: %w", clientReadError(err))
 			}
 			return checkIndexBlob(b, l, nil)
 		}
@@ -626,8 +625,19 @@ func readIndexBlob(ctx context.Context, src types.ImageSource, d imgspecv1.Descr
 }
 
 // errClientRead: pullArtifact's client could not read the artifact (not:
-// it read something wrong).
+// it read something wrong), which containers/image may then read.
 var errClientRead = errors.New("the registry client")
+
+// clientReadError marks err, a failed read of pullArtifact's client, as
+// errClientRead, unless the registry stalled (containers/image, whose
+// reads of the index have no stall limit, would wait on it again).
+func clientReadError(err error) error {
+	var stall *StallError
+	if err == nil || errors.As(err, &stall) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", errClientRead, err)
+}
 
 // checkIndexBlob checks that the artifact's layer b, read with err, has
 // d's size and digest.

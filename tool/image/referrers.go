@@ -52,7 +52,7 @@ func listReferrers(ctx context.Context, client registryClient, named reference.N
 // the referrers tag of subject in named holds; ErrNoPublishedIndex when
 // the tag is not there. It returns the bytes it read.
 func readReferrersTagHTTP(ctx context.Context, client registryClient, named reference.Named, subject digest.Digest) (imgspecv1.Index, int64, error) {
-	b, mt, err := client.get(ctx, "/v2/"+reference.Path(named)+"/manifests/"+subjectTag(subject), maxIndexManifest,
+	b, mt, err := client.get(ctx, "/v2/"+reference.Path(named)+"/manifests/"+subjectTag(subject), "", maxIndexManifest,
 		imgspecv1.MediaTypeImageIndex, imgspecv1.MediaTypeImageManifest)
 	if errors.Is(err, errRegistryNotFound) {
 		return imgspecv1.Index{}, int64(len(b)), ErrNoPublishedIndex

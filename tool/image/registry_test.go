@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	digest "github.com/opencontainers/go-digest"
+	imgspecv1 "github.com/opencontainers/image-spec/specs-go/v1"
+	"go.podman.io/image/v5/docker/reference"
+
 	"github.com/mcbake/mcbake/tool/internal/testing/registrytest"
 )
 
@@ -118,6 +122,32 @@ func TestAppendMountsFromRecords(t *testing.T) {
 		if slices.Contains(after.Uploaded[len(before.Uploaded):], l.Digest.String()) {
 			t.Errorf("base layer %s was uploaded", l.Digest)
 		}
+	}
+}
+
+// TestPullArtifactThroughContainersImage: without the registry client,
+// the artifact is read through containers/image, and its errors are its
+// own: a missing artifact is the registry's "manifest unknown", not a
+// digest mismatch.
+func TestPullArtifactThroughContainersImage(t *testing.T) {
+	reg, opts, _ := registryCase(t)
+	sys, err := opts.destinationContext()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := opts.policyContext()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Destroy()
+	named, err := reference.ParseNormalizedNamed(reg.Host + "/ci/index")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := imgspecv1.Descriptor{MediaType: imgspecv1.MediaTypeImageManifest, Digest: digest.FromString("no such artifact"), Size: 100}
+	_, err = pullArtifact(context.Background(), nil, sys, pc, named, d, &Image{}, nil, func([]byte) error { return nil })
+	if err == nil || !isNotFound(err) || strings.Contains(err.Error(), "does not match") {
+		t.Errorf("pullArtifact(a missing artifact) = %v, want the registry's not found", err)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	digest "github.com/opencontainers/go-digest"
 	"go.podman.io/image/v5/docker/reference"
 	"go.podman.io/image/v5/pkg/docker/config"
 	"go.podman.io/image/v5/pkg/sysregistriesv2"
@@ -30,6 +31,9 @@ type registryClient struct {
 	*http.Client
 	reg    name.Registry
 	scheme string
+	// stall, when positive, bounds each wait for data of get (the
+	// response, or any one read): a *StallError, as for base blobs.
+	stall time.Duration
 }
 
 // url is the URL of path on the registry, with query.
@@ -199,9 +203,16 @@ func newRegistryTransport(tlsc *tls.Config) *http.Transport {
 // (isNotFound).
 var errRegistryNotFound = errors.New("not found")
 
-// get GETs path with accept, and returns its body, at most limit bytes
-// (more is an error), and media type.
-func (c registryClient) get(ctx context.Context, path string, limit int64, accept ...string) ([]byte, string, error) {
+// get GETs path (of the blob or manifest d, when it names one) with
+// accept, and returns its body, at most limit bytes (more is an error),
+// and media type.
+func (c registryClient) get(ctx context.Context, path string, d digest.Digest, limit int64, accept ...string) (_ []byte, _ string, err error) {
+	var g *stallGuard
+	if c.stall > 0 {
+		g = newStallGuard(ctx, &StallError{Blob: d, Registry: c.reg.RegistryStr(), After: c.stall})
+		ctx = g.ctx
+		defer func() { err = g.done(err) }()
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url(path, nil), nil)
 	if err != nil {
 		return nil, "", err
@@ -209,18 +220,28 @@ func (c registryClient) get(ctx context.Context, path string, limit int64, accep
 	for _, a := range accept {
 		req.Header.Add("Accept", a)
 	}
+	if g != nil {
+		g.arm()
+	}
 	resp, err := c.Do(req)
+	if g != nil {
+		g.disarm()
+	}
 	if err != nil {
 		return nil, "", err
 	}
 	defer resp.Body.Close()
+	var body io.Reader = resp.Body
+	if g != nil {
+		body = &stallReader{rc: resp.Body, g: g}
+	}
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
 		return nil, "", fmt.Errorf("%s: %w", path, errRegistryNotFound)
 	case resp.StatusCode != http.StatusOK:
 		return nil, "", fmt.Errorf("%s: %s", path, resp.Status)
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	b, err := io.ReadAll(io.LimitReader(body, limit+1))
 	if err != nil {
 		return b, "", err
 	}
