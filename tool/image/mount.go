@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"net/url"
@@ -74,8 +73,7 @@ func mountOne(ctx context.Context, client registryClient, from, to, dgst string)
 	if err != nil {
 		return err
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
+	resp.Body.Close() // not read: a body that never ends must not hold the build
 	switch resp.StatusCode {
 	case http.StatusCreated:
 		return nil

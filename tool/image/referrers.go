@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"mime"
 	"net/http"
 	"net/url"
 
@@ -26,23 +24,12 @@ var errNoReferrersAPI = errors.New("the registry has no referrers API")
 // OCI index is errNoReferrersAPI. It returns the bytes it read.
 func listReferrers(ctx context.Context, client registryClient, named reference.Named, subject digest.Digest) (imgspecv1.Index, int64, error) {
 	u := client.url("/v2/"+reference.Path(named)+"/referrers/"+subject.String(), url.Values{"artifactType": {IndexArtifactType}})
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return imgspecv1.Index{}, 0, err
-	}
-	req.Header.Set("Accept", imgspecv1.MediaTypeImageIndex)
-	resp, err := client.Do(req)
-	if err != nil {
-		return imgspecv1.Index{}, 0, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxIndexManifest))
+	status, b, mt, err := client.fetch(ctx, u, "", maxIndexManifest, imgspecv1.MediaTypeImageIndex)
 	if err != nil {
 		return imgspecv1.Index{}, int64(len(b)), err
 	}
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if resp.StatusCode != http.StatusOK || mt != imgspecv1.MediaTypeImageIndex {
-		return imgspecv1.Index{}, int64(len(b)), fmt.Errorf("%w (%s)", errNoReferrersAPI, resp.Status)
+	if status != http.StatusOK || mt != imgspecv1.MediaTypeImageIndex {
+		return imgspecv1.Index{}, int64(len(b)), fmt.Errorf("%w (%d %s)", errNoReferrersAPI, status, http.StatusText(status))
 	}
 	idx, err := referrersIndex(b, mt)
 	return idx, int64(len(b)), err

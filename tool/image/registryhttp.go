@@ -205,17 +205,35 @@ var errRegistryNotFound = errors.New("not found")
 
 // get GETs path (of the blob or manifest d, when it names one) with
 // accept, and returns its body, at most limit bytes (more is an error),
-// and media type.
-func (c registryClient) get(ctx context.Context, path string, d digest.Digest, limit int64, accept ...string) (_ []byte, _ string, err error) {
+// and media type. A 404 is errRegistryNotFound, any other answer but 200
+// an error naming it.
+func (c registryClient) get(ctx context.Context, path string, d digest.Digest, limit int64, accept ...string) ([]byte, string, error) {
+	status, b, mt, err := c.fetch(ctx, c.url(path, nil), d, limit, accept...)
+	switch {
+	case err != nil:
+		return b, "", err
+	case status == http.StatusNotFound:
+		return nil, "", fmt.Errorf("%s: %w", path, errRegistryNotFound)
+	case status != http.StatusOK:
+		return nil, "", fmt.Errorf("%s: %s", path, http.StatusText(status))
+	}
+	return b, mt, nil
+}
+
+// fetch GETs u with accept, and returns the answer's status, body (at
+// most limit bytes; more is an error) and media type. With c.stall, a
+// wait for data (the response, or any one read) longer than it is a
+// *StallError for d.
+func (c registryClient) fetch(ctx context.Context, u string, d digest.Digest, limit int64, accept ...string) (_ int, _ []byte, _ string, err error) {
 	var g *stallGuard
 	if c.stall > 0 {
 		g = newStallGuard(ctx, &StallError{Blob: d, Registry: c.reg.RegistryStr(), After: c.stall})
 		ctx = g.ctx
 		defer func() { err = g.done(err) }()
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url(path, nil), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, "", err
+		return 0, nil, "", err
 	}
 	for _, a := range accept {
 		req.Header.Add("Accept", a)
@@ -228,26 +246,20 @@ func (c registryClient) get(ctx context.Context, path string, d digest.Digest, l
 		g.disarm()
 	}
 	if err != nil {
-		return nil, "", err
+		return 0, nil, "", err
 	}
 	defer resp.Body.Close()
 	var body io.Reader = resp.Body
 	if g != nil {
 		body = &stallReader{rc: resp.Body, g: g}
 	}
-	switch {
-	case resp.StatusCode == http.StatusNotFound:
-		return nil, "", fmt.Errorf("%s: %w", path, errRegistryNotFound)
-	case resp.StatusCode != http.StatusOK:
-		return nil, "", fmt.Errorf("%s: %s", path, resp.Status)
-	}
 	b, err := io.ReadAll(io.LimitReader(body, limit+1))
 	if err != nil {
-		return b, "", err
+		return resp.StatusCode, b, "", err
 	}
 	if int64(len(b)) > limit {
-		return b, "", fmt.Errorf("%s: more than %d bytes", path, limit)
+		return resp.StatusCode, b, "", fmt.Errorf("%s: more than %d bytes", req.URL.Path, limit)
 	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	return b, mt, nil
+	return resp.StatusCode, b, mt, nil
 }
