@@ -341,13 +341,18 @@ func unpackView(b []byte, limit int64) ([]byte, error) {
 
 	// First the directories and names, which the targets may name, and
 	// the strings' total length, checked before the view is allocated.
-	type strs struct{ dir, name, target, linked, kept []byte }
+	// A record keeps its group and where its name is in its section (16
+	// bytes, no pointers: a hard link's target is looked up at random);
+	// its other strings are read again, in order, when the view is
+	// written.
 	type group struct {
 		dir      []byte
 		from, to int // its records
 	}
-	rs := make([]strs, l.count)
-	targets := make([]uint64, l.count)
+	type rec struct{ grp, nameOff, nameLen, target uint32 }
+	orig := p.sec
+	names := orig[secNames]
+	rs := make([]rec, l.count)
 	var groups []group
 	total, i := uint64(0), 0
 	for len(p.sec[secGroups]) > 0 && p.err == nil {
@@ -362,36 +367,39 @@ func unpackView(b []byte, limit int64) ([]byte, error) {
 		total += uint64(len(dir))
 		groups = append(groups, group{dir, i, i + int(g)})
 		for range g {
-			rs[i].dir = dir
-			rs[i].name = p.bytes(secNames, p.uv(secNameLens))
+			off := len(names) - len(p.sec[secNames])
+			name := p.bytes(secNames, p.uv(secNameLens))
+			rs[i] = rec{grp: uint32(len(groups) - 1), nameOff: uint32(off), nameLen: uint32(len(name))}
+			total += uint64(len(name))
 			i++
 		}
 	}
 	if i != l.count {
 		return nil, fmt.Errorf("directory groups of %d records, of %d", i, l.count)
 	}
+	if uint64(len(names)) > math.MaxUint32 {
+		return nil, errors.New("the view's names pass its format's 32-bit offsets")
+	}
 	for i := range rs {
 		if p.err != nil {
 			break
 		}
-		r := &rs[i]
 		switch t := p.uv(secTargets); {
 		case t == 1:
-			r.target = p.bytes(secTargetStrs, p.uv(secTargetLens))
+			total += uint64(len(p.bytes(secTargetStrs, p.uv(secTargetLens))))
 		case t >= 2:
 			if t-2 >= uint64(l.count) {
 				return nil, fmt.Errorf("record %d's target is record %d, of %d", i, t-2, l.count)
 			}
-			targets[i] = t - 1
+			rs[i].target = uint32(t - 1)
 			j := &rs[t-2]
-			total += uint64(len(j.dir) + len(j.name))
-			if len(j.dir) > 0 {
+			total += uint64(len(groups[j.grp].dir)) + uint64(j.nameLen)
+			if len(groups[j.grp].dir) > 0 {
 				total++
 			}
 		}
-		r.linked = p.bytes(secLinked, p.uv(secLinkedLens))
-		r.kept = p.bytes(secKept, p.uv(secKeptLens))
-		total += uint64(len(r.name) + len(r.target) + len(r.linked) + len(r.kept))
+		total += uint64(len(p.bytes(secLinked, p.uv(secLinkedLens))))
+		total += uint64(len(p.bytes(secKept, p.uv(secKeptLens))))
 	}
 	if p.err != nil {
 		return nil, p.err
@@ -400,6 +408,12 @@ func unpackView(b []byte, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%d bytes of strings for a view that holds %d", total, l.strsLen)
 	}
 
+	// Then the view, its strings read again in order (q): they were all
+	// there, the first reading found.
+	q := packReader{sec: orig}
+	for _, k := range []int{secGroups, secDirLens, secDirs} { // what is left of them after the first reading
+		q.sec[k] = p.sec[k]
+	}
 	out := make([]byte, l.head, n+uint64(viewHeader))
 	copy(out, head)
 	out = out[:l.head+l.recs]
@@ -416,25 +430,28 @@ func unpackView(b []byte, limit int64) ([]byte, error) {
 		out = append(out, g.dir...)
 		off += uint32(len(g.dir))
 		for i := g.from; i < g.to; i++ {
-			r, s := recs[i*recordSize:(i+1)*recordSize], &rs[i]
+			r := recs[i*recordSize : (i+1)*recordSize]
 			binary.LittleEndian.PutUint32(r, dirOff)
-			binary.LittleEndian.PutUint32(r[4:], uint32(len(s.dir)))
-			put(r, 8, s.name)
-			if t := targets[i]; t > 0 {
-				j := &rs[t-1]
+			binary.LittleEndian.PutUint32(r[4:], uint32(len(g.dir)))
+			put(r, 8, q.bytes(secNames, q.uv(secNameLens)))
+			switch t := q.uv(secTargets); {
+			case t >= 2:
+				j := &rs[rs[i].target-1]
 				binary.LittleEndian.PutUint32(r[16:], off)
 				start := len(out)
-				out = appendPath(out, j.dir, j.name)
+				out = appendPath(out, groups[j.grp].dir, names[j.nameOff:j.nameOff+j.nameLen])
 				binary.LittleEndian.PutUint32(r[20:], uint32(len(out)-start))
 				off += uint32(len(out) - start)
-			} else {
-				put(r, 16, s.target)
+			case t == 1:
+				put(r, 16, q.bytes(secTargetStrs, q.uv(secTargetLens)))
+			default:
+				put(r, 16, nil)
 			}
-			put(r, 24, s.linked)
-			put(r, 32, s.kept)
-			binary.LittleEndian.PutUint64(r[40:], p.uv(secSizes))
+			put(r, 24, q.bytes(secLinked, q.uv(secLinkedLens)))
+			put(r, 32, q.bytes(secKept, q.uv(secKeptLens)))
+			binary.LittleEndian.PutUint64(r[40:], q.uv(secSizes))
 			for k := 48; k < 60; k += 4 {
-				v := p.uv(secOwners)
+				v := q.uv(secOwners)
 				if v > math.MaxUint32 {
 					return nil, fmt.Errorf("record %d: an owner or mode of %d", i, v)
 				}
@@ -446,15 +463,16 @@ func unpackView(b []byte, limit int64) ([]byte, error) {
 			switch planes[4*l.count+i] {
 			case 0:
 			case 1:
-				copy(r[64:], p.bytes(secDigests, 32))
+				copy(r[64:], q.bytes(secDigests, 32))
 			default:
 				return nil, fmt.Errorf("record %d: digest flag %d", i, planes[4*l.count+i])
 			}
 		}
 	}
-	if p.err != nil {
-		return nil, p.err
+	if q.err != nil {
+		return nil, q.err
 	}
+	p = q
 	for s, rest := range p.sec {
 		if s != secPlanes && len(rest) > 0 {
 			return nil, fmt.Errorf("section %d: %d bytes left over", s, len(rest))
