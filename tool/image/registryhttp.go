@@ -224,35 +224,31 @@ func (c registryClient) get(ctx context.Context, path string, d digest.Digest, l
 // most limit bytes; more is an error) and media type. With c.stall, a
 // wait for data (the response, or any one read) longer than it is a
 // *StallError for d.
-func (c registryClient) fetch(ctx context.Context, u string, d digest.Digest, limit int64, accept ...string) (_ int, _ []byte, _ string, err error) {
-	var g *stallGuard
+func (c registryClient) fetch(ctx context.Context, u string, d digest.Digest, limit int64, accept ...string) (int, []byte, string, error) {
+	var stall *StallError
 	if c.stall > 0 {
-		g = newStallGuard(ctx, &StallError{Blob: d, Registry: c.reg.RegistryStr(), After: c.stall})
-		ctx = g.ctx
-		defer func() { err = g.done(err) }()
+		stall = &StallError{Blob: d, Registry: c.reg.RegistryStr(), After: c.stall}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	var (
+		req  *http.Request
+		resp *http.Response
+	)
+	body, err := openGuarded(ctx, stall, func(ctx context.Context) (_ io.ReadCloser, err error) {
+		if req, err = http.NewRequestWithContext(ctx, http.MethodGet, u, nil); err != nil {
+			return nil, err
+		}
+		for _, a := range accept {
+			req.Header.Add("Accept", a)
+		}
+		if resp, err = c.Do(req); err != nil {
+			return nil, err
+		}
+		return resp.Body, nil
+	})
 	if err != nil {
 		return 0, nil, "", err
 	}
-	for _, a := range accept {
-		req.Header.Add("Accept", a)
-	}
-	if g != nil {
-		g.arm()
-	}
-	resp, err := c.Do(req)
-	if g != nil {
-		g.disarm()
-	}
-	if err != nil {
-		return 0, nil, "", err
-	}
-	defer resp.Body.Close()
-	var body io.Reader = resp.Body
-	if g != nil {
-		body = &stallReader{rc: resp.Body, g: g}
-	}
+	defer body.Close()
 	b, err := io.ReadAll(io.LimitReader(body, limit+1))
 	if err != nil {
 		return resp.StatusCode, b, "", err

@@ -62,18 +62,33 @@ func (im *Image) stallOf(d digest.Digest) *StallError {
 // with a *StallError; the time the caller takes between reads does not
 // count.
 func (im *Image) getBlob(ctx context.Context, info types.BlobInfo, cache types.BlobInfoCache) (io.ReadCloser, int64, error) {
-	stall := im.stallOf(info.Digest)
+	var n int64
+	rc, err := openGuarded(ctx, im.stallOf(info.Digest), func(ctx context.Context) (rc io.ReadCloser, err error) {
+		rc, n, err = im.src.GetBlob(ctx, info, cache)
+		return rc, err
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return rc, n, nil
+}
+
+// openGuarded calls open and returns what it opened, read with stall's
+// limit (nil: none) on the wait for open's answer and on each read:
+// past it, the request is cancelled and the wait or read fails with
+// stall. Closing the reader releases the guard.
+func openGuarded(ctx context.Context, stall *StallError, open func(context.Context) (io.ReadCloser, error)) (io.ReadCloser, error) {
 	if stall == nil {
-		return im.src.GetBlob(ctx, info, cache)
+		return open(ctx)
 	}
 	g := newStallGuard(ctx, stall)
 	g.arm()
-	rc, n, err := im.src.GetBlob(g.ctx, info, cache)
+	rc, err := open(g.ctx)
 	g.disarm()
 	if err != nil {
-		return nil, 0, g.done(err)
+		return nil, g.done(err)
 	}
-	return &stallReader{rc: rc, g: g}, n, nil
+	return &stallReader{rc: rc, g: g}, nil
 }
 
 // stallGuard cancels a request's context when a wait it is armed for
