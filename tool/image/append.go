@@ -91,10 +91,7 @@ func Append(ctx context.Context, base *Image, dest string, ao AppendOptions, opt
 		}
 	}
 	if written == nil && err == nil {
-		base.mountsDone(ctx)
-		base.recordUnmounted(ctx, st.reference())
-		base.locationsRecorded()
-		written, err = copyImage(ctx, withPresent(st.reference(), co, base), src.ref, co, ao.Progress, opts.Retry)
+		written, err = copyImage(ctx, readyToCopy(ctx, st.reference(), co, base), src.ref, co, ao.Progress, opts.Retry)
 	}
 	if err != nil {
 		return "", fmt.Errorf("writing %s: %w", dest, err)

@@ -57,8 +57,8 @@ func (im *Image) recordUnmounted(ctx context.Context, dest types.ImageReference)
 	if im.recordSys == nil || im.recorded != nil || ctx.Err() != nil {
 		return
 	}
-	from, to := im.src.Reference().DockerReference(), dest.DockerReference()
-	if from == nil || to == nil || reference.Domain(from) != reference.Domain(to) || from.Name() == to.Name() {
+	to := dest.DockerReference()
+	if !mountable(im.src.Reference().DockerReference(), to) {
 		return
 	}
 	if m := im.mounted; m != nil && m.repo == to.Name() {
@@ -158,13 +158,10 @@ func (im *Image) MountInto(ctx context.Context, dest string, opts Options) {
 	}
 	from := im.src.Reference().DockerReference()
 	ref, _, err := bind(r, opts)
-	if err != nil || from == nil || ref.DockerReference() == nil {
+	if err != nil || !mountable(from, ref.DockerReference()) {
 		return
 	}
 	to := ref.DockerReference()
-	if reference.Domain(from) != reference.Domain(to) || from.Name() == to.Name() {
-		return
-	}
 	sys, err := opts.destinationContext()
 	if err != nil {
 		return
@@ -180,6 +177,13 @@ func (im *Image) MountInto(ctx context.Context, dest string, opts Options) {
 		defer cancel()
 		m.present = mountLayers(ctx, ref, sys, from, im.layers)
 	}()
+}
+
+// mountable reports whether blobs of repository from can be mounted into
+// to: both are named, on one registry, and not the same repository
+// (where they are already).
+func mountable(from, to reference.Named) bool {
+	return from != nil && to != nil && reference.Domain(from) == reference.Domain(to) && from.Name() != to.Name()
 }
 
 // mounting is a MountInto under way.

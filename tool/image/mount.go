@@ -91,6 +91,19 @@ func mountOne(ctx context.Context, client registryClient, from, to, dgst string)
 	return fmt.Errorf("%w: mounting %s from %s into %s: %s", errNotMounted, dgst, from, to, resp.Status)
 }
 
+// readyToCopy is the destination for a copy to dest of an image built on
+// bases: it waits for each base's mounts, makes the records a copy needs
+// to mount what they left (recordUnmounted) and waits for them, and
+// answers for the layers they mounted (withPresent).
+func readyToCopy(ctx context.Context, dest types.ImageReference, co *copy.Options, bases ...*Image) types.ImageReference {
+	for _, b := range bases {
+		b.mountsDone(ctx)
+		b.recordUnmounted(ctx, dest)
+		b.locationsRecorded()
+	}
+	return withPresent(dest, co, bases...)
+}
+
 // withPresent is dest with the layers of bases that MountInto made
 // present in dest's repository answered as present, without asking the
 // registry again: copy.Image asks for each layer of the image it writes

@@ -127,12 +127,7 @@ func AppendPlatforms(ctx context.Context, entries []PlatformImage, dest string, 
 		return "", fmt.Errorf("%s: %w", dest, err)
 	}
 	defer func() { err = errors.Join(err, st.close()) }()
-	for _, b := range bases {
-		b.mountsDone(ctx)
-		b.recordUnmounted(ctx, st.reference())
-		b.locationsRecorded()
-	}
-	written, err := copyImage(ctx, withPresent(st.reference(), co, bases...), src.ref, co, progress, opts.Retry)
+	written, err := copyImage(ctx, readyToCopy(ctx, st.reference(), co, bases...), src.ref, co, progress, opts.Retry)
 	if err != nil {
 		return "", fmt.Errorf("writing %s: %w", dest, err)
 	}
