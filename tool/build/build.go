@@ -11,9 +11,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"path"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -220,17 +222,19 @@ func appendImage(ctx context.Context, opts ImageOptions) (_ *Result, err error) 
 	}
 	opts.SharedIndex.Later = true // published once the image is written
 	opts.prefetchGuard()
-	b, err := openBase(ctx, &opts.Options, opts.Output)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { err = errors.Join(err, b.Close()) }()
 	tmpDir, err := atomicdir.MkdirTemp("", "mcbake-build-")
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, tmpDir.RemoveAll()) }()
-	p, ao, err := prepareAppend(ctx, b, opts, tmpDir.Path)
+	ahead := opts.guardAhead(ctx, tmpDir.Path)
+	defer ahead.stop()
+	b, err := openBase(ctx, &opts.Options, opts.Output)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, b.Close()) }()
+	p, ao, err := prepareAppend(ctx, b, opts, tmpDir.Path, ahead)
 	if err != nil {
 		return nil, err
 	}
@@ -272,29 +276,120 @@ func (o *Options) loadMachineConfigs() error {
 	return err
 }
 
-// prepareAppend prepares the build on b and writes its new layer into
-// tmp: what image.Append needs.
-func prepareAppend(ctx context.Context, b *image.Base, opts ImageOptions, tmp string) (*Prepared, image.AppendOptions, error) {
+// prepareAppend prepares the build on b and writes its new layers into
+// tmp, or takes the guard's from ahead (nil: none): what image.Append
+// needs.
+func prepareAppend(ctx context.Context, b *image.Base, opts ImageOptions, tmp string, ahead *guardAhead) (*Prepared, image.AppendOptions, error) {
 	p, err := Prepare(ctx, b, opts.Options)
 	if err != nil {
 		return nil, image.AppendOptions{}, err
 	}
-	extra, err := p.extra()
+	layers, err := p.layers()
 	if err != nil {
 		return nil, image.AppendOptions{}, err
 	}
-	lf, err := writeLayer(tmp, opts.CacheDir, layerEntries(p.Rendered.Entries, extra, p.Time), opts.Compression)
-	if err != nil {
-		return nil, image.AppendOptions{}, fmt.Errorf("writing the new layer: %w", err)
-	}
-	return p, image.AppendOptions{
-		Layer: image.NewLayer{Path: lf.path, Digest: lf.digest, DiffID: lf.diffID, Size: lf.size, MediaType: lf.mediaType,
-			History: "mcbake build: " + strings.Join(p.names(), ",")},
+	ao := image.AppendOptions{
 		Labels:      p.Labels(),
 		Annotations: p.Annotations(),
 		Created:     p.Time,
 		Progress:    opts.PushProgress,
-	}, nil
+	}
+	for _, l := range layers {
+		if l.guardDirs != nil {
+			if lf, up := ahead.take(ctx, p.Own, l.guardDirs); lf != nil {
+				ao.Layers = append(ao.Layers, lf.newLayer(l.history))
+				if up != nil {
+					ao.Ahead = append(ao.Ahead, up)
+				}
+				continue
+			}
+		}
+		lf, err := writeLayer(tmp, opts.CacheDir, l.entries, opts.Compression)
+		if err != nil {
+			return nil, image.AppendOptions{}, fmt.Errorf("writing the %s layer: %w", l.what, err)
+		}
+		ao.Layers = append(ao.Layers, lf.newLayer(l.history))
+	}
+	return p, ao, nil
+}
+
+// guardAhead is the revert guard's layer written, and uploaded to a
+// registry destination (image.UploadAhead), while the build opens the
+// base (docs/design.md, "The revert guard's layer"). It is written for
+// the guard's entries prefetchGuard computes and the directories the
+// guard's layer has on a systemd OS's base (guardDirsAhead); a build
+// whose guard or base differs writes its own.
+type guardAhead struct {
+	done   chan struct{}
+	cancel context.CancelFunc
+	own    []render.Entry
+	lf     *layerFile
+	upload *image.Upload
+}
+
+// guardDirsAhead are the directories the guard's layer has when the base
+// has /usr/libexec and /usr/lib/systemd/system/multi-user.target.wants,
+// as every systemd-based OS does.
+var guardDirsAhead = []string{path.Dir(guard.BinaryPath)}
+
+// noGuardAhead turns guardAhead off, for the tests.
+var noGuardAhead bool
+
+// guardAhead starts writing the guard's layer into tmp (nil: the build
+// has no guard, or it is not known yet).
+func (o ImageOptions) guardAhead(ctx context.Context, tmp string) *guardAhead {
+	g := o.prefetched
+	if g == nil || noGuardAhead {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	a := &guardAhead{done: make(chan struct{}), cancel: cancel}
+	go func() {
+		defer close(a.done)
+		own, err := g.get()
+		if err != nil || own == nil {
+			return // the build reports it
+		}
+		lf, err := writeLayer(tmp, o.CacheDir, guardLayerEntries(own, guardDirsAhead), o.Compression)
+		if err != nil {
+			slog.Debug("the revert guard's layer was not written ahead", "err", err)
+			return
+		}
+		a.own, a.lf = own, lf
+		if o.Images.Sign == (image.Signing{}) { // a signing copy uploads everything itself
+			a.upload = image.UploadAhead(ctx, o.Output, lf.newLayer(guard.LayerHistory), o.Images)
+		}
+	}()
+	return a
+}
+
+// take returns the layer written ahead, and its upload (nil: none), when
+// it is the one for own with dirs; nil when it is not, and then stops the
+// upload.
+func (a *guardAhead) take(ctx context.Context, own []render.Entry, dirs []string) (*layerFile, *image.Upload) {
+	if a == nil {
+		return nil, nil
+	}
+	select {
+	case <-a.done:
+	case <-ctx.Done():
+		return nil, nil
+	}
+	if a.lf == nil || len(own) == 0 || len(a.own) != len(own) || a.own[0].Digest != own[0].Digest || !slices.Equal(dirs, guardDirsAhead) {
+		a.upload.Stop() // not this build's layer: it would only take the copy's bandwidth
+		return nil, nil
+	}
+	return a.lf, a.upload
+}
+
+// stop stops the writing and the upload, and waits for them.
+func (a *guardAhead) stop() {
+	if a == nil {
+		return
+	}
+	a.cancel()
+	<-a.done
+	a.upload.Stop()
 }
 
 // Prepared is everything a build needs before writing an image: the base,
@@ -502,21 +597,74 @@ func (p *Prepared) checkExtra() error {
 	return nil
 }
 
-// extra returns mcbake's own files (the embedded manifest, the revert
-// guard) and the directories they need that neither the base nor the
-// rendering has.
-func (p *Prepared) extra() ([]render.Entry, error) {
+// newLayer is what one of a build's new layers holds.
+type newLayer struct {
+	what    string // for errors: "revert guard", "MachineConfig"
+	history string // its history entry's created_by
+	entries []tarEntry
+	// guardDirs, for the guard's layer, are the directories it has.
+	guardDirs []string
+}
+
+// guardLayerEntries are the entries of the guard's layer: the guard's
+// own entries and the directories dirs (mode 0755, root's), with the Unix
+// epoch as mtime.
+func guardLayerEntries(own []render.Entry, dirs []string) []tarEntry {
+	var es []render.Entry
+	for _, d := range dirs {
+		es = append(es, render.Entry{Entry: manifest.Entry{Path: d, Type: manifest.Directory, Mode: 0o755}})
+	}
+	return layerEntries(append(es, own...), nil, time.Unix(0, 0).UTC())
+}
+
+// layers are the build's new layers, bottom first (docs/design.md, "The
+// revert guard's layer"): the revert guard's files, when it has them, in a layer of
+// their own, with the Unix epoch as their mtime, so that it is the same
+// layer in every image built with the same guard binary; then the
+// rendered files and the embedded manifest, with p.Time, unless there are
+// none (a guard-only build). Each carries the parent directories of its
+// files that neither the base nor a layer below has.
+func (p *Prepared) layers() ([]newLayer, error) {
 	have := map[string]bool{}
+	var out []newLayer
+	if len(p.Own) > 0 {
+		dirs, err := p.missingParents(p.Own, have)
+		if err != nil {
+			return nil, err
+		}
+		paths := []string{}
+		for _, d := range dirs {
+			paths = append(paths, d.Path)
+		}
+		out = append(out, newLayer{what: "revert guard", history: guard.LayerHistory, guardDirs: paths,
+			entries: guardLayerEntries(p.Own, paths)})
+	}
+	if p.Manifest == nil && len(p.Rendered.Entries) == 0 {
+		return out, nil
+	}
 	for _, e := range p.Rendered.Entries {
 		have[e.Where()] = true
 	}
-	own := append([]render.Entry(nil), p.Own...)
+	var own []render.Entry
 	if p.Manifest != nil {
 		own = append(own, render.Entry{Entry: manifest.Entry{Path: image.ManifestPath, Type: manifest.File, Mode: 0o644,
 			Size: int64(len(p.ManifestJSON)), Digest: digest.FromBytes(p.ManifestJSON)}, Content: p.ManifestJSON})
 	}
+	dirs, err := p.missingParents(own, have)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, newLayer{what: "MachineConfig", history: "mcbake build: " + strings.Join(p.names(), ","),
+		entries: layerEntries(p.Rendered.Entries, append(dirs, own...), p.Time)})
+	return out, nil
+}
+
+// missingParents returns the parent directories of entries that neither
+// the base nor have has (mode 0755, root's), and adds them to have.
+func (p *Prepared) missingParents(entries []render.Entry, have map[string]bool) ([]render.Entry, error) {
 	var out []render.Entry
-	for _, e := range own {
+	for _, e := range entries {
+		have[e.Path] = true
 		for d := path.Dir(e.Path); d != "/" && !have[d]; d = path.Dir(d) {
 			if _, ok, err := p.Tree.Lstat(d); err != nil {
 				return nil, err
@@ -526,7 +674,6 @@ func (p *Prepared) extra() ([]render.Entry, error) {
 			have[d] = true
 			out = append(out, render.Entry{Entry: manifest.Entry{Path: d, Type: manifest.Directory, Mode: 0o755}})
 		}
-		out = append(out, e)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil

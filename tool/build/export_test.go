@@ -10,3 +10,10 @@ func FakeCompressModule(m string) (restore func()) {
 	compressModule = func() string { return m }
 	return func() { compressModule = saved }
 }
+
+// NoGuardAhead makes builds write the guard's layer when they have read
+// the base, not ahead.
+func NoGuardAhead() (restore func()) {
+	noGuardAhead = true
+	return func() { noGuardAhead = false }
+}

@@ -1,6 +1,7 @@
 package build_test
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"debug/elf"
@@ -12,8 +13,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/opencontainers/go-digest"
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/mcbake/mcbake/internal/decompress"
 	"github.com/mcbake/mcbake/internal/testing/ostreetest"
@@ -27,7 +30,8 @@ import (
 var testGuard = []byte("#!/bin/sh\n# the revert guard of the build tests\n")
 
 // TestRevertGuard: a build with the guard puts its binary, unit and
-// enabling link in the one new layer, records them in the manifest as
+// enabling link in a layer of their own under the MachineConfig layer
+// (the same layer for another timestamp and other MachineConfigs), records them in the manifest as
 // mcbake's own (no MachineConfig's), labels the image, and gives the same
 // digest twice. umoci unpacks it, and systemctl --root says the unit is
 // enabled from /usr ("static": no [Install] section, a link in /usr). With
@@ -63,6 +67,25 @@ func testRevertGuard(t *testing.T, bin []byte) {
 	opts.CacheDir = filepath.Join(e.dir, "cache-again")
 	if again, err := build.Image(ctx, opts); err != nil || again.Digest != res.Digest {
 		t.Errorf("the same build again: %v, %v; want %s", again, err, res.Digest)
+	}
+	guardLayer := checkGuardLayer(t, filepath.Join(e.dir, "guarded"))
+	// The layer written ahead is the one written once the base is read.
+	restore := build.NoGuardAhead()
+	opts.Output = "oci:" + filepath.Join(e.dir, "not-ahead") + ":latest"
+	opts.CacheDir = filepath.Join(e.dir, "cache-not-ahead")
+	notAhead, err := build.Image(ctx, opts)
+	restore()
+	if err != nil || notAhead.Digest != res.Digest {
+		t.Errorf("the build without the guard's layer written ahead: %v, %v; want %s", notAhead, err, res.Digest)
+	}
+	opts.Output = "oci:" + filepath.Join(e.dir, "other") + ":latest"
+	opts.Timestamp = opts.Timestamp.Add(time.Hour)
+	opts.MachineConfigs = parityMC(t, disableOpenvswitch)
+	if _, err := build.Image(ctx, opts); err != nil {
+		t.Fatalf("another build: %v", err)
+	}
+	if other := checkGuardLayer(t, filepath.Join(e.dir, "other")); other != guardLayer {
+		t.Errorf("another timestamp and other MachineConfigs made guard layer %s, want %s", other, guardLayer)
 	}
 	want := map[string]manifest.Type{guard.BinaryPath: manifest.File, guard.UnitPath: manifest.File, guard.WantsPath: manifest.Symlink}
 	for _, o := range res.Manifest.Own {
@@ -105,6 +128,64 @@ func testRevertGuard(t *testing.T, bin []byte) {
 	}
 }
 
+// checkGuardLayer checks that the image tagged latest in layout has the
+// guard's layer under its top layer: the guard's files, the directory
+// they need, mtime the Unix epoch, the guard layer's history entry, and
+// nothing of the guard in the top layer. It returns the layer's digest.
+func checkGuardLayer(t *testing.T, layout string) digest.Digest {
+	t.Helper()
+	m := readManifest(t, layout)
+	var cfg v1.Image
+	readJSON(t, blobPath(layout, m.Config.Digest), &cfg)
+	if n := len(cfg.History); n < 2 || cfg.History[n-2].CreatedBy != guard.LayerHistory || !strings.HasPrefix(cfg.History[n-1].CreatedBy, "mcbake build: ") {
+		t.Errorf("%s: history %+v, want the guard layer's and then the MachineConfig layer's last", layout, cfg.History)
+	}
+	gl, top := m.Layers[len(m.Layers)-2], m.Layers[len(m.Layers)-1]
+	got := layerHeaders(t, layout, gl)
+	var paths []string
+	for n, h := range got {
+		paths = append(paths, n)
+		if !h.ModTime.Equal(time.Unix(0, 0)) {
+			t.Errorf("%s: the guard layer's %s has mtime %v, want the Unix epoch", layout, n, h.ModTime)
+		}
+	}
+	slices.Sort(paths)
+	want := []string{"usr/libexec/mcbake", strings.TrimPrefix(guard.BinaryPath, "/"), strings.TrimPrefix(guard.UnitPath, "/"), strings.TrimPrefix(guard.WantsPath, "/")}
+	slices.Sort(want)
+	if !slices.Equal(paths, want) {
+		t.Errorf("%s: the guard layer holds %v, want %v", layout, paths, want)
+	}
+	for n := range layerHeaders(t, layout, top) {
+		if slices.Contains(want, n) {
+			t.Errorf("%s: the top layer holds %s too", layout, n)
+		}
+	}
+	return gl.Digest
+}
+
+// layerHeaders reads layer l of layout: its entries' headers by name.
+func layerHeaders(t *testing.T, layout string, l v1.Descriptor) map[string]*tar.Header {
+	t.Helper()
+	f, err := os.Open(blobPath(layout, l.Digest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := decompress.Reader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := readTar(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*tar.Header{}
+	for _, en := range entries {
+		out[en.name] = en.hdr
+	}
+	return out
+}
+
 // TestGuardOnly: with no MachineConfigs, the new layer holds only the
 // guard (and the directories it needs): no manifest, no MachineConfig
 // labels, so the image stays one built by others.
@@ -122,23 +203,9 @@ func TestGuardOnly(t *testing.T) {
 		t.Errorf("a guard-only build has a manifest: %+v", res.Manifest)
 	}
 	m := readManifest(t, filepath.Join(e.dir, "guard-only"))
-	top := m.Layers[len(m.Layers)-1]
-	f, err := os.Open(blobPath(filepath.Join(e.dir, "guard-only"), top.Digest))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := decompress.Reader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	entries, err := readTar(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var names []string
-	for _, en := range entries {
-		names = append(names, en.name)
+	for n := range layerHeaders(t, filepath.Join(e.dir, "guard-only"), m.Layers[len(m.Layers)-1]) {
+		names = append(names, n)
 	}
 	for _, n := range names {
 		if strings.Contains(n, "manifest.json") || strings.HasPrefix(n, "etc/") {

@@ -26,6 +26,7 @@ import (
 	"github.com/mcbake/mcbake/manifest"
 	"github.com/mcbake/mcbake/render"
 	"github.com/mcbake/mcbake/tool/guard"
+	"github.com/mcbake/mcbake/tool/image"
 )
 
 // Compression algorithms for the new layer.
@@ -47,6 +48,11 @@ type layerFile struct {
 	diffID    digest.Digest // of the tar
 	size      int64
 	mediaType string
+}
+
+// newLayer describes the written layer for image.Append, with history.
+func (lf *layerFile) newLayer(history string) image.NewLayer {
+	return image.NewLayer{Path: lf.path, Digest: lf.digest, DiffID: lf.diffID, Size: lf.size, MediaType: lf.mediaType, History: history}
 }
 
 // tarEntry is one entry of the new layer, path relative to the root.

@@ -58,7 +58,7 @@ func multiPlatform(ctx context.Context, opts ImageOptions) (_ *Result, err error
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			return nil, err
 		}
-		p, ao, err := prepareAppend(ctx, b, o, dir)
+		p, ao, err := prepareAppend(ctx, b, o, dir, nil)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", pl, err)
 		}

@@ -73,5 +73,11 @@ func readDeflated(f fs.File, d digest.Digest) ([]byte, error) {
 	if string(head) != d.String()+"\n" {
 		return nil, nil
 	}
-	return io.ReadAll(f)
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, fi.Size()-int64(len(head)))
+	_, err = io.ReadFull(f, b)
+	return b, err
 }

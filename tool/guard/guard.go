@@ -40,6 +40,10 @@ const (
 	ToolImageDir = "/usr/share/mcbake/guard"
 )
 
+// LayerHistory is the history entry (created_by) of the layer mcbake
+// build puts the guard's files in, under the MachineConfig layer.
+const LayerHistory = "mcbake build: revert guard"
+
 // Label is the image config label a build with the guard sets: the
 // digest of the guard's binary.
 const Label = "io.mcbake.revert-guard"

@@ -1,10 +1,12 @@
 package image
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"slices"
@@ -31,15 +33,21 @@ type NewLayer struct {
 
 // AppendOptions says what Append adds to the base image.
 type AppendOptions struct {
-	Layer       NewLayer
+	// Layers are the new layers, put on the base's in this order; at
+	// least one.
+	Layers      []NewLayer
 	Labels      map[string]string // added to config.config.Labels (overriding the base's)
 	Annotations map[string]string // the new manifest's annotations (the base's are not inherited)
-	// Created sets config.created and the new history entry's created. The
-	// zero time keeps the base's created and leaves the entry undated, so the
+	// Created sets config.created and the new history entries' created. The
+	// zero time keeps the base's created and leaves the entries undated, so the
 	// result stays reproducible.
 	Created time.Time
 	// Progress, when set, is told of every blob written or skipped.
 	Progress func(BlobProgress)
+	// Ahead are uploads of new layers to a registry destination started
+	// before Append (UploadAhead): its copy waits for them, and the layers
+	// they put there are not uploaded again.
+	Ahead []*Upload
 }
 
 // newLayerTypes are the media types Append accepts for the new layer.
@@ -51,12 +59,12 @@ var newLayerTypes = []string{
 // staged destination is moved into place.
 var beforeCommit func()
 
-// Append writes base plus ao.Layer to dest (a transport reference) and returns
+// Append writes base plus ao.Layers to dest (a transport reference) and returns
 // the digest of the manifest written. See the package comment for what is
 // atomic and reproducible. base stays open and usable; the caller closes it.
 func Append(ctx context.Context, base *Image, dest string, ao AppendOptions, opts Options) (_ digest.Digest, err error) {
-	if err := ao.Layer.check(); err != nil {
-		return "", fmt.Errorf("new layer %s: %w", ao.Layer.Path, err)
+	if err := ao.check(); err != nil {
+		return "", err
 	}
 	r, err := ParseReference(dest)
 	if err != nil {
@@ -91,7 +99,9 @@ func Append(ctx context.Context, base *Image, dest string, ao AppendOptions, opt
 		}
 	}
 	if written == nil && err == nil {
-		written, err = copyImage(ctx, readyToCopy(ctx, st.reference(), co, base), src.ref, co, ao.Progress, opts.Retry)
+		ahead := slices.DeleteFunc(slices.Clone(ao.Ahead), func(u *Upload) bool { return u == nil })
+		ahead = append(ahead, uploadRest(ctx, st.reference(), co, src, ahead, opts)...)
+		written, err = copyImage(ctx, readyToCopy(ctx, st.reference(), co, ahead, base), src.ref, co, reportUploaded(ao.Progress, ahead), opts.Retry)
 	}
 	if err != nil {
 		return "", fmt.Errorf("writing %s: %w", dest, err)
@@ -109,6 +119,30 @@ func Append(ctx context.Context, base *Image, dest string, ao AppendOptions, opt
 	return d, nil
 }
 
+// uploadRest starts uploading the new layers that no upload ahead is for
+// (unless the repository has them: a rebuild), and the config, to a
+// registry destination, in parallel, with one client (docs/design.md,
+// "Registries"): copy.Image would upload them one after another, asking
+// first whether each is there and in three requests each. Not for a copy
+// that signs (withPresent).
+func uploadRest(ctx context.Context, dest types.ImageReference, co *copy.Options, src *appendSource, ahead []*Upload, opts Options) []*Upload {
+	if dest.Transport().Name() != "docker" || dest.DockerReference() == nil ||
+		co.SignBy != "" || co.SignBySigstorePrivateKeyFile != "" || len(co.Signers) > 0 {
+		return nil
+	}
+	var blobs []blobToPut
+	for _, l := range src.layers {
+		if !slices.ContainsFunc(ahead, func(u *Upload) bool { return u.digest == l.Digest }) {
+			blobs = append(blobs, fileBlob(l, true))
+		}
+	}
+	config := src.config
+	blobs = append(blobs, blobToPut{digest: src.configDigest, size: int64(len(config)), open: func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(config)), nil
+	}})
+	return startUploads(ctx, co.DestinationCtx, dest.DockerReference(), opts.stallTimeout(), blobs)
+}
+
 // writtenDigest returns the digest of the manifest copy.Image wrote, which
 // must be the one built here unless the destination needs a conversion.
 func writtenDigest(written []byte, src *appendSource, r Ref) (digest.Digest, error) {
@@ -120,6 +154,19 @@ func writtenDigest(written []byte, src *appendSource, r Ref) (digest.Digest, err
 		return "", fmt.Errorf("the destination stored manifest %s instead of %s", d, src.manifestDigest)
 	}
 	return d, nil
+}
+
+// check validates the new layers.
+func (ao AppendOptions) check() error {
+	if len(ao.Layers) == 0 {
+		return errors.New("no new layer")
+	}
+	for _, l := range ao.Layers {
+		if err := l.check(); err != nil {
+			return fmt.Errorf("new layer %s: %w", l.Path, err)
+		}
+	}
+	return nil
 }
 
 // check validates the new layer's description and that the file has its size.
@@ -204,20 +251,22 @@ func copyOptions(r Ref, opts Options, created time.Time) (*copy.Options, error) 
 	return co, nil
 }
 
-// appendedConfig returns base's config with the new layer, history entry,
+// appendedConfig returns base's config with the new layers, their history entries,
 // labels and created time, encoded deterministically.
 func appendedConfig(base *Image, ao AppendOptions) ([]byte, error) {
 	c := base.Config()
 	if c.RootFS.Type == "" {
 		c.RootFS.Type = "layers"
 	}
-	c.RootFS.DiffIDs = append(c.RootFS.DiffIDs, ao.Layer.DiffID)
-	h := imgspecv1.History{CreatedBy: ao.Layer.History}
+	var created *time.Time
 	if !ao.Created.IsZero() {
 		t := ao.Created.UTC()
-		c.Created, h.Created = &t, &t
+		c.Created, created = &t, &t
 	}
-	c.History = append(c.History, h)
+	for _, l := range ao.Layers {
+		c.RootFS.DiffIDs = append(c.RootFS.DiffIDs, l.DiffID)
+		c.History = append(c.History, imgspecv1.History{CreatedBy: l.History, Created: created})
+	}
 	if len(ao.Labels) > 0 {
 		if c.Config.Labels == nil {
 			c.Config.Labels = map[string]string{}
@@ -228,18 +277,16 @@ func appendedConfig(base *Image, ao AppendOptions) ([]byte, error) {
 }
 
 // appendedManifest returns the OCI manifest for base's layers (descriptors
-// unchanged but for OCI media types) plus the new layer.
+// unchanged but for OCI media types) plus the new layers.
 func appendedManifest(base *Image, ao AppendOptions, config []byte) ([]byte, error) {
-	layers := make([]imgspecv1.Descriptor, 0, len(base.descs)+1)
+	layers := make([]imgspecv1.Descriptor, 0, len(base.descs)+len(ao.Layers))
 	for _, d := range base.descs {
 		d.URLs, d.Annotations = slices.Clone(d.URLs), maps.Clone(d.Annotations)
 		layers = append(layers, d)
 	}
-	layers = append(layers, imgspecv1.Descriptor{
-		MediaType: ao.Layer.MediaType,
-		Digest:    ao.Layer.Digest,
-		Size:      ao.Layer.Size,
-	})
+	for _, l := range ao.Layers {
+		layers = append(layers, imgspecv1.Descriptor{MediaType: l.MediaType, Digest: l.Digest, Size: l.Size})
+	}
 	m := imgspecv1.Manifest{
 		Versioned: specs.Versioned{SchemaVersion: 2},
 		MediaType: imgspecv1.MediaTypeImageManifest,

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -367,7 +368,7 @@ func TestAppendDeterministic(t *testing.T) {
 	c.ao.Created = c.ao.Created.In(time.FixedZone("X", 5*3600))
 	other := filepath.Join(c.dir, "copy.tar.gz")
 	writeFile(t, other, c.tl.blob)
-	c.ao.Layer.Path = other
+	c.ao.Layers[0].Path = other
 	if d := c.append(t, "oci-archive:"+filepath.Join(c.dir, "c.tar")); d != a {
 		t.Errorf("oci-archive with equal inputs got %s, want %s", d, a)
 	}
@@ -465,7 +466,8 @@ func TestAppendBadLayer(t *testing.T) {
 	for _, tt := range tests {
 		for _, dest := range []string{"oci:" + filepath.Join(c.dir, "out") + ":x", "oci-archive:" + filepath.Join(c.dir, "out.tar")} {
 			ao := c.ao
-			tt.change(&ao.Layer)
+			ao.Layers = slices.Clone(ao.Layers)
+			tt.change(&ao.Layers[0])
 			if _, err := Append(context.Background(), c.base, dest, ao, c.opts); err == nil {
 				t.Errorf("%s: Append(%s) succeeded, want an error", tt.name, dest)
 			}
@@ -511,6 +513,56 @@ func TestSkopeoInspect(t *testing.T) {
 	}
 	if !strings.HasPrefix(string(out), "{") {
 		t.Errorf("unexpected skopeo output %q", out)
+	}
+}
+
+// TestAppendLayers: the new layers go on the base's in order, each with
+// its history entry and diff ID, and skopeo reads the image.
+func TestAppendLayers(t *testing.T) {
+	c := newAppendCase(t)
+	lower := gzipLayer(t, map[string]string{"usr/libexec/mcbake/x": "guard\n"})
+	p := filepath.Join(c.dir, "lower.tar.gz")
+	writeFile(t, p, lower.blob)
+	c.ao.Layers = []NewLayer{{Path: p, Digest: lower.digest, DiffID: lower.diffID, Size: int64(len(lower.blob)),
+		MediaType: imgspecv1.MediaTypeImageLayerGzip, History: "lower"}, c.nl}
+	dest := "oci:" + filepath.Join(c.dir, "out") + ":new"
+	d := c.append(t, dest)
+	im := mustOpen(t, dest, c.opts)
+	var got []digest.Digest
+	for _, l := range im.Layers() {
+		got = append(got, l.Digest)
+	}
+	want := append(c.ti.digests(), lower.digest, c.tl.digest)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("layers (-want +got):\n%s", diff)
+	}
+	cfg := im.Config()
+	if diff := cmp.Diff(append(c.ti.diffIDs(), lower.diffID, c.tl.diffID), cfg.RootFS.DiffIDs); diff != "" {
+		t.Errorf("diff_ids (-want +got):\n%s", diff)
+	}
+	var hist []string
+	for _, h := range cfg.History[len(cfg.History)-2:] {
+		if h.Created == nil || !h.Created.Equal(c.ao.Created) {
+			t.Errorf("history entry %q created %v, want %v", h.CreatedBy, h.Created, c.ao.Created)
+		}
+		hist = append(hist, h.CreatedBy)
+	}
+	if diff := cmp.Diff([]string{"lower", c.nl.History}, hist); diff != "" {
+		t.Errorf("history (-want +got):\n%s", diff)
+	}
+	if _, err := os.Stat("/usr/bin/skopeo"); err != nil {
+		return
+	}
+	out, err := exec.Command("/usr/bin/skopeo", "--registries-conf", c.opts.RegistriesConf, "inspect", dest).Output()
+	var si struct {
+		Digest digest.Digest
+		Layers []digest.Digest
+	}
+	if err == nil {
+		err = json.Unmarshal(out, &si)
+	}
+	if err != nil || si.Digest != d || !slices.Equal(si.Layers, want) {
+		t.Errorf("skopeo inspect = %+v, %v; want digest %s, layers %v", si, err, d, want)
 	}
 }
 
@@ -659,9 +711,16 @@ func TestAppendDirectIsCopyImage(t *testing.T) {
 		ao := c.ao
 		if name == "duplicate" { // the new layer is the base's top layer again
 			top := c.ti.layers[len(c.ti.layers)-1]
-			ao.Layer.Path = filepath.Join(c.dir, "top.tar.gz")
-			writeFile(t, ao.Layer.Path, top.blob)
-			ao.Layer.Digest, ao.Layer.DiffID, ao.Layer.Size = top.digest, top.diffID, int64(len(top.blob))
+			ao.Layers = []NewLayer{{Path: filepath.Join(c.dir, "top.tar.gz"), Digest: top.digest, DiffID: top.diffID,
+				Size: int64(len(top.blob)), MediaType: c.ao.Layers[0].MediaType, History: c.ao.Layers[0].History}}
+			writeFile(t, ao.Layers[0].Path, top.blob)
+		}
+		if name == "two" { // two new layers, the lower one the base's top layer again
+			top := c.ti.layers[len(c.ti.layers)-1]
+			lower := NewLayer{Path: filepath.Join(c.dir, "top.tar.gz"), Digest: top.digest, DiffID: top.diffID,
+				Size: int64(len(top.blob)), MediaType: c.ao.Layers[0].MediaType, History: "lower"}
+			writeFile(t, lower.Path, top.blob)
+			ao.Layers = []NewLayer{lower, c.nl}
 		}
 		ao.Progress = tr.Add
 		if _, err := Append(context.Background(), c.base, "oci:"+dir+":new", ao, opts); err != nil {
@@ -673,7 +732,7 @@ func TestAppendDirectIsCopyImage(t *testing.T) {
 		}
 		return dir, tr
 	}
-	for _, name := range []string{"fresh", "other", "retag", "duplicate"} {
+	for _, name := range []string{"fresh", "other", "retag", "duplicate", "two"} {
 		want, wantTr := layout(false, name)
 		got, gotTr := layout(true, name)
 		if diff := cmp.Diff(treeBytes(t, want), treeBytes(t, got)); diff != "" {

@@ -19,7 +19,7 @@ var appendDirect = true
 // direct reports whether an append into the staged OCI layout s can skip
 // copy.Image (docs/design.md, The warm path): nothing to sign, and every
 // base blob already staged, linked from the base's layout or the
-// destination's. Then the copy would only write the new layer, the config
+// destination's. Then the copy would only write the new layers, the config
 // and the manifest; its blob-info cache transactions (SQLite, with
 // fsyncs) and per-layer reuse lookups took about 13 ms of a warm build's
 // 110.
@@ -38,10 +38,10 @@ func (s *ociStaging) direct(src *appendSource, opts Options) bool {
 
 // writeDirect writes the appended image into the staged layout through
 // containers/image's own oci/layout destination, so the blobs, the
-// manifest and index.json are what copy.Image writes there: the new layer
+// manifest and index.json are what copy.Image writes there: the new layers
 // and the config as verified blobs, then the manifest tagged as the
 // reference names it. progress hears of every blob as copy.Image's
-// reports do (base layers skipped, the layer and config written).
+// reports do (base layers skipped, the new layers and config written).
 func (s *ociStaging) writeDirect(ctx context.Context, src *appendSource, progress func(BlobProgress)) (err error) {
 	dest, err := s.ref.NewImageDestination(ctx, nil)
 	if err != nil {
@@ -53,10 +53,10 @@ func (s *ociStaging) writeDirect(ctx context.Context, src *appendSource, progres
 			progress(p)
 		}
 	}
-	staged := false // the new layer is a base layer too: staged already
+	staged := map[digest.Digest]bool{} // a new layer that is a base layer too: staged already
 	for _, d := range src.base.descs {
 		report(BlobProgress{Digest: d.Digest, Size: d.Size, Done: true, Skipped: true})
-		staged = staged || d.Digest == src.layer.Digest
+		staged[d.Digest] = true
 	}
 	put := func(r io.Reader, d digest.Digest, size int64) error {
 		if err := ctx.Err(); err != nil {
@@ -70,15 +70,13 @@ func (s *ociStaging) writeDirect(ctx context.Context, src *appendSource, progres
 		report(BlobProgress{Digest: d, Size: size, Written: size, Done: true})
 		return nil
 	}
-	if staged {
-		report(BlobProgress{Digest: src.layer.Digest, Size: src.layer.Size, Done: true, Skipped: true})
-	} else {
-		f, err := os.Open(src.layer.Path)
-		if err != nil {
-			return err
+	for _, l := range src.layers {
+		if staged[l.Digest] {
+			report(BlobProgress{Digest: l.Digest, Size: l.Size, Done: true, Skipped: true})
+			continue
 		}
-		defer f.Close()
-		if err := put(f, src.layer.Digest, src.layer.Size); err != nil {
+		staged[l.Digest] = true
+		if err := putFile(l.Path, l.Digest, l.Size, put); err != nil {
 			return err
 		}
 	}
@@ -91,8 +89,18 @@ func (s *ociStaging) writeDirect(ctx context.Context, src *appendSource, progres
 	return dest.Commit(ctx, nil)
 }
 
+// putFile puts the blob in file with put.
+func putFile(file string, d digest.Digest, size int64, put func(io.Reader, digest.Digest, int64) error) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return put(f, d, size)
+}
+
 // reportPresent tells progress of every blob of src as one the
-// destination has: the base layers, the new layer and the config.
+// destination has: the base layers, the new layers and the config.
 func (src *appendSource) reportPresent(progress func(BlobProgress)) {
 	if progress == nil {
 		return
@@ -100,7 +108,9 @@ func (src *appendSource) reportPresent(progress func(BlobProgress)) {
 	for _, d := range src.base.descs {
 		progress(BlobProgress{Digest: d.Digest, Size: d.Size, Done: true, Skipped: true})
 	}
-	progress(BlobProgress{Digest: src.layer.Digest, Size: src.layer.Size, Done: true, Skipped: true})
+	for _, l := range src.layers {
+		progress(BlobProgress{Digest: l.Digest, Size: l.Size, Done: true, Skipped: true})
+	}
 	progress(BlobProgress{Digest: src.configDigest, Size: int64(len(src.config)), Done: true, Skipped: true})
 }
 

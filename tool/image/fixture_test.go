@@ -139,6 +139,14 @@ type testImage struct {
 
 func (ti testImage) digest() digest.Digest { return digest.FromBytes(ti.manifest) }
 
+func (ti testImage) digests() []digest.Digest {
+	var out []digest.Digest
+	for _, l := range ti.layers {
+		out = append(out, l.digest)
+	}
+	return out
+}
+
 func (ti testImage) diffIDs() []digest.Digest {
 	var out []digest.Digest
 	for _, l := range ti.layers {
@@ -297,7 +305,7 @@ func newLayerFixture(t *testing.T, dir string) (NewLayer, testLayer) {
 // defaultAppend is the AppendOptions most tests use.
 func defaultAppend(l NewLayer) AppendOptions {
 	return AppendOptions{
-		Layer:  l,
+		Layers: []NewLayer{l},
 		Labels: map[string]string{"io.example.override": "appended", "io.mcbake.owned": "true"},
 		Annotations: map[string]string{
 			imgspecv1.AnnotationBaseImageName:   "example.com/base:1",

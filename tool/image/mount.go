@@ -93,24 +93,29 @@ func mountOne(ctx context.Context, client registryClient, from, to, dgst string)
 
 // readyToCopy is the destination for a copy to dest of an image built on
 // bases: it waits for each base's mounts, makes the records a copy needs
-// to mount what they left (recordUnmounted) and waits for them, and
-// answers for the layers they mounted (withPresent).
-func readyToCopy(ctx context.Context, dest types.ImageReference, co *copy.Options, bases ...*Image) types.ImageReference {
+// to mount what they left (recordUnmounted) and waits for them, waits for
+// the uploads ahead, and answers for the layers mounted and uploaded
+// (withPresent).
+func readyToCopy(ctx context.Context, dest types.ImageReference, co *copy.Options, ahead []*Upload, bases ...*Image) types.ImageReference {
 	for _, b := range bases {
 		b.mountsDone(ctx)
 		b.recordUnmounted(ctx, dest)
 		b.locationsRecorded()
 	}
-	return withPresent(dest, co, bases...)
+	for _, u := range ahead {
+		u.wait(ctx)
+	}
+	return withPresent(dest, co, ahead, bases...)
 }
 
 // withPresent is dest with the layers of bases that MountInto made
-// present in dest's repository answered as present, without asking the
+// present in dest's repository, and those uploaded ahead there
+// (UploadAhead), answered as present, without asking the
 // registry again: copy.Image asks for each layer of the image it writes
 // (a HEAD, and a commit to the blob-info cache when the registry has it,
 // which containers/image's SQLite cache makes one after another: 60 ms for
 // 48 layers, half of a cold build's copy). Call it once the mounts are
-// done (mountsDone): mounts still under way count for nothing. The
+// done (mountsDone): mounts and uploads still under way count for nothing. The
 // registry still checks, when it takes the manifest, that every blob the
 // manifest names is there, and copyImage's retries ask about every blob
 // again.
@@ -118,7 +123,7 @@ func readyToCopy(ctx context.Context, dest types.ImageReference, co *copy.Option
 // It is dest itself when there is nothing to answer, or when the copy
 // signs: containers/image writes sigstore signatures only through its
 // own destinations, which a wrapper of the public interface hides.
-func withPresent(dest types.ImageReference, co *copy.Options, bases ...*Image) types.ImageReference {
+func withPresent(dest types.ImageReference, co *copy.Options, ahead []*Upload, bases ...*Image) types.ImageReference {
 	if co.SignBy != "" || co.SignBySigstorePrivateKeyFile != "" || len(co.Signers) > 0 || dest.DockerReference() == nil {
 		return dest
 	}
@@ -132,6 +137,18 @@ func withPresent(dest types.ImageReference, co *copy.Options, bases ...*Image) t
 		case <-m.done:
 			maps.Copy(present, m.present)
 		default: // still mounting: mountsDone was not called
+		}
+	}
+	for _, u := range ahead {
+		if u == nil || u.repo != dest.DockerReference().Name() {
+			continue
+		}
+		select {
+		case <-u.done:
+			if u.ok {
+				present[u.digest] = u.size
+			}
+		default:
 		}
 	}
 	if len(present) == 0 {

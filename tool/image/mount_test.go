@@ -299,7 +299,7 @@ func TestWithPresent(t *testing.T) {
 	done := make(chan struct{})
 	close(done)
 	base := &Image{mounted: &mounting{done: done, repo: "registry.example/ci/dest", present: map[digest.Digest]int64{a: 7}}}
-	ref, ok := withPresent(dest, &copy.Options{}, base).(presentRef)
+	ref, ok := withPresent(dest, &copy.Options{}, nil, base).(presentRef)
 	if !ok {
 		t.Fatalf("withPresent() = %T, want a presentRef", ref)
 	}
@@ -310,15 +310,15 @@ func TestWithPresent(t *testing.T) {
 	if _, _, err := d.TryReusingBlob(context.Background(), types.BlobInfo{Digest: digest.FromString("b")}, nil, false); err == nil {
 		t.Error("TryReusingBlob(another blob) was not asked of the destination")
 	}
-	if got := withPresent(dest, &copy.Options{SignBySigstorePrivateKeyFile: "key"}, base); got != dest {
+	if got := withPresent(dest, &copy.Options{SignBySigstorePrivateKeyFile: "key"}, nil, base); got != dest {
 		t.Errorf("withPresent(signing) = %T, want the destination itself", got)
 	}
 	mounting := &Image{mounted: &mounting{done: make(chan struct{}), repo: "registry.example/ci/dest", present: map[digest.Digest]int64{a: 7}}}
-	if got := withPresent(dest, &copy.Options{}, mounting); got != dest {
+	if got := withPresent(dest, &copy.Options{}, nil, mounting); got != dest {
 		t.Errorf("withPresent(mounts under way) = %T, want the destination itself", got)
 	}
 	other, _ := docker.ParseReference("//registry.example/ci/other:latest")
-	if got := withPresent(other, &copy.Options{}, base); got != other {
+	if got := withPresent(other, &copy.Options{}, nil, base); got != other {
 		t.Errorf("withPresent(another repository) = %T, want the destination itself", got)
 	}
 }

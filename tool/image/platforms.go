@@ -127,7 +127,7 @@ func AppendPlatforms(ctx context.Context, entries []PlatformImage, dest string, 
 		return "", fmt.Errorf("%s: %w", dest, err)
 	}
 	defer func() { err = errors.Join(err, st.close()) }()
-	written, err := copyImage(ctx, readyToCopy(ctx, st.reference(), co, bases...), src.ref, co, progress, opts.Retry)
+	written, err := copyImage(ctx, readyToCopy(ctx, st.reference(), co, nil, bases...), src.ref, co, progress, opts.Retry)
 	if err != nil {
 		return "", fmt.Errorf("writing %s: %w", dest, err)
 	}
@@ -189,7 +189,7 @@ func newListSource(entries []PlatformImage, annotations map[string]string) (*lis
 const zstdInstanceAnnotation = "io.github.containers.compression.zstd"
 
 func instanceAnnotations(e PlatformImage) map[string]string {
-	zstd := e.Append.Layer.MediaType == imgspecv1.MediaTypeImageLayerZstd ||
+	zstd := slices.ContainsFunc(e.Append.Layers, func(l NewLayer) bool { return l.MediaType == imgspecv1.MediaTypeImageLayerZstd }) ||
 		slices.ContainsFunc(e.Base.descs, func(d imgspecv1.Descriptor) bool { return strings.HasSuffix(d.MediaType, "+zstd") })
 	if !zstd {
 		return nil

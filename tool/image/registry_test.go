@@ -3,6 +3,7 @@ package image
 import (
 	"context"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	digest "github.com/opencontainers/go-digest"
 	imgspecv1 "github.com/opencontainers/image-spec/specs-go/v1"
+	"go.podman.io/image/v5/copy"
 	"go.podman.io/image/v5/docker/reference"
 
 	"github.com/mcbake/mcbake/tool/internal/testing/registrytest"
@@ -199,4 +201,118 @@ func TestOpenWithoutTLSVerification(t *testing.T) {
 	opts.CertDir = t.TempDir()
 	opts.TLSVerify = new(bool)
 	mustOpen(t, base, opts)
+}
+
+// TestUploadAhead: a layer uploaded ahead (UploadAhead) goes into the
+// destination's repository once; uploaded ahead again, it is only asked
+// about. Append, given that upload, does not upload the layer again, and
+// puts its other new layer and the config once each (uploadRest); the
+// image reads back. An upload ahead that fails (no credentials) leaves the
+// layer to the copy.
+func TestUploadAhead(t *testing.T) {
+	reg, opts, base := registryCase(t)
+	ctx := context.Background()
+	im := mustOpen(t, base, opts)
+	dir := t.TempDir()
+	lower := gzipLayer(t, map[string]string{"usr/libexec/mcbake/x": "guard\n"})
+	p := filepath.Join(dir, "lower.tar.gz")
+	writeFile(t, p, lower.blob)
+	gl := NewLayer{Path: p, Digest: lower.digest, DiffID: lower.diffID, Size: int64(len(lower.blob)),
+		MediaType: imgspecv1.MediaTypeImageLayerGzip, History: "guard"}
+	count := func(ds []string, d digest.Digest) (n int) {
+		for _, x := range ds {
+			if strings.HasSuffix(x, d.String()) {
+				n++
+			}
+		}
+		return n
+	}
+	requests := func() registrytest.Requests {
+		t.Helper()
+		r, err := reg.Requests()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	before := requests()
+
+	noCreds := opts
+	noCreds.Registry.Creds = ""
+	if u := UploadAhead(ctx, "docker://"+reg.Host+"/ci/refused:latest", gl, noCreds); u == nil {
+		t.Fatal("UploadAhead(docker://) = nil")
+	} else if u.wait(ctx); u.ok {
+		t.Error("UploadAhead without credentials succeeded")
+	}
+
+	dest := "docker://" + reg.Host + "/ci/ahead-upload:latest"
+	for i := range 2 {
+		u := UploadAhead(ctx, dest, gl, opts)
+		u.wait(ctx)
+		if !u.ok {
+			t.Fatalf("UploadAhead #%d failed", i+1)
+		}
+	}
+	r := requests()
+	if n := count(r.Uploaded[len(before.Uploaded):], gl.Digest); n != 1 {
+		t.Errorf("the layer was uploaded %d times, want once (the second upload ahead only asks)", n)
+	}
+	if n := count(r.Checked[len(before.Checked):], gl.Digest); n != 3 {
+		t.Errorf("the layer was asked about %d times, want 3 (one refused upload, two uploads ahead)", n)
+	}
+
+	nl, _ := newLayerFixture(t, dir)
+	ao := defaultAppend(nl)
+	ao.Layers = []NewLayer{gl, nl}
+	ao.Ahead = []*Upload{UploadAhead(ctx, dest, gl, opts)}
+	tr := &Transfer{}
+	ao.Progress = tr.Add
+	d, err := Append(ctx, im, dest, ao, opts)
+	if err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+	pushed := mustOpen(t, "docker://"+reg.Host+"/ci/ahead-upload@"+d.String(), opts)
+	var got []digest.Digest
+	for _, l := range pushed.Layers() {
+		got = append(got, l.Digest)
+	}
+	var want []digest.Digest
+	for _, l := range im.Layers() {
+		want = append(want, l.Digest)
+	}
+	if want = append(want, gl.Digest, nl.Digest); !slices.Equal(got, want) {
+		t.Errorf("pushed layers %v, want %v", got, want)
+	}
+	after := requests()
+	uploaded := after.Uploaded[len(r.Uploaded):]
+	if count(uploaded, gl.Digest) != 0 || count(uploaded, nl.Digest) != 1 || len(uploaded) != 2 {
+		t.Errorf("Append uploaded %v; want the new layer and the config once each, not the layer uploaded ahead", uploaded)
+	}
+	// The copy asked about neither new layer: the upload ahead asked about
+	// the first once, uploadRest about the second once.
+	checked := after.Checked[len(r.Checked):]
+	if g, n := count(checked, gl.Digest), count(checked, nl.Digest); g != 1 || n != 1 {
+		t.Errorf("asked about the layer uploaded ahead %d times, the other new layer %d times; want once each (not by the copy)", g, n)
+	}
+	// The report: the new layer and the config written (by uploadRest),
+	// the layer uploaded ahead found there, the base layers mounted or there.
+	if up, written, skipped := tr.Totals(); written != 2 || skipped != len(im.Layers())+1 || up <= nl.Size {
+		t.Errorf("report: %d bytes in %d blobs, %d skipped; want more than %d bytes in 2, %d skipped", up, written, skipped, nl.Size, len(im.Layers())+1)
+	}
+	// A signing copy uploads everything itself.
+	if ups := uploadRest(ctx, pushed.src.Reference(), &copy.Options{SignBySigstorePrivateKeyFile: "key"}, nil, nil, opts); ups != nil {
+		t.Errorf("uploadRest(a signing copy) = %v, want nothing", ups)
+	}
+
+	// An upload ahead that failed: the copy puts the layer there (it
+	// mounts it from ci/ahead-upload, which its blob-info cache knows).
+	refused := UploadAhead(ctx, "docker://"+reg.Host+"/ci/refused2:latest", gl, noCreds)
+	ao.Ahead = []*Upload{refused}
+	if _, err := Append(ctx, im, "docker://"+reg.Host+"/ci/refused2:latest", ao, opts); err != nil {
+		t.Fatalf("Append after a failed upload ahead: %v", err)
+	}
+	last := requests()
+	if n := count(last.Uploaded[len(after.Uploaded):], gl.Digest) + count(last.Mounted[len(after.Mounted):], gl.Digest); n != 1 {
+		t.Errorf("after a failed upload ahead, the copy uploaded or mounted the layer %d times, want once", n)
+	}
 }

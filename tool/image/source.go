@@ -17,8 +17,8 @@ import (
 )
 
 // appendSource is an in-process types.ImageSource serving the appended
-// image: the new manifest and config from memory, the new layer from the
-// caller's file, and every base layer from the base's own source. Closing it
+// image: the new manifest and config from memory, the new layers from the
+// caller's files, and every base layer from the base's own source. Closing it
 // does not close the base.
 type appendSource struct {
 	base           *Image
@@ -27,7 +27,7 @@ type appendSource struct {
 	manifestDigest digest.Digest
 	config         []byte
 	configDigest   digest.Digest
-	layer          NewLayer
+	layers         []NewLayer
 }
 
 func newAppendSource(base *Image, ao AppendOptions) (*appendSource, error) {
@@ -48,7 +48,7 @@ func newAppendSource(base *Image, ao AppendOptions) (*appendSource, error) {
 		manifestDigest: digest.FromBytes(m),
 		config:         config,
 		configDigest:   digest.FromBytes(config),
-		layer:          ao.Layer,
+		layers:         slices.Clone(ao.Layers),
 	}
 	s.ref = appendRef{s}
 	return s, nil
@@ -67,15 +67,15 @@ func (s *appendSource) GetManifest(_ context.Context, instance *digest.Digest) (
 }
 
 func (s *appendSource) GetBlob(ctx context.Context, info types.BlobInfo, cache types.BlobInfoCache) (io.ReadCloser, int64, error) {
-	switch info.Digest {
-	case s.configDigest:
+	if info.Digest == s.configDigest {
 		return io.NopCloser(bytes.NewReader(s.config)), int64(len(s.config)), nil
-	case s.layer.Digest:
-		f, err := os.Open(s.layer.Path)
+	}
+	if l, ok := s.newLayer(info.Digest); ok {
+		f, err := os.Open(l.Path)
 		if err != nil {
 			return nil, 0, err
 		}
-		return f, s.layer.Size, nil
+		return f, l.Size, nil
 	}
 	i := slices.IndexFunc(s.base.descs, func(d imgspecv1.Descriptor) bool { return d.Digest == info.Digest })
 	if i < 0 {
@@ -102,7 +102,7 @@ type appendRef struct{ src *appendSource }
 func (r appendRef) Transport() types.ImageTransport { return appendTransport{} }
 
 func (r appendRef) StringWithinTransport() string {
-	return r.src.base.ref + "+" + r.src.layer.Digest.String()
+	return r.src.base.ref + "+" + r.src.layers[len(r.src.layers)-1].Digest.String()
 }
 
 func (r appendRef) DockerReference() reference.Named { return nil }
@@ -143,6 +143,16 @@ func (appendTransport) ValidatePolicyConfigurationScope(string) error {
 
 // has reports whether d is a blob of the appended image.
 func (s *appendSource) has(d digest.Digest) bool {
-	return d == s.configDigest || d == s.layer.Digest ||
+	_, isNew := s.newLayer(d)
+	return d == s.configDigest || isNew ||
 		slices.ContainsFunc(s.base.descs, func(desc imgspecv1.Descriptor) bool { return desc.Digest == d })
+}
+
+// newLayer returns the new layer whose blob is d.
+func (s *appendSource) newLayer(d digest.Digest) (NewLayer, bool) {
+	i := slices.IndexFunc(s.layers, func(l NewLayer) bool { return l.Digest == d })
+	if i < 0 {
+		return NewLayer{}, false
+	}
+	return s.layers[i], true
 }

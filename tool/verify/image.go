@@ -10,6 +10,7 @@ import (
 	"github.com/mcbake/mcbake/internal/baseindex"
 	"github.com/mcbake/mcbake/internal/decompress"
 	"github.com/mcbake/mcbake/manifest"
+	"github.com/mcbake/mcbake/tool/guard"
 	"github.com/mcbake/mcbake/tool/image"
 	"github.com/opencontainers/go-digest"
 )
@@ -26,6 +27,9 @@ type imageInput struct {
 	isBase bool
 	labels map[string]string
 	layer  *layerScan
+	// guard is the revert guard's layer under the top layer, when the
+	// image's history names one (guardLayer).
+	guard *layerScan
 	// manifest is the embedded manifest when it was found and decoded.
 	manifest *manifest.Manifest
 	// builtByOthers is set for an image without mcbake's manifest label
@@ -48,7 +52,7 @@ func (in *imageInput) closeImage() error {
 	return in.close()
 }
 
-// layerScan is the top layer's content: every entry by absolute path
+// layerScan is a layer's content: every entry by absolute path
 // (whiteouts as Absent entries at the path they remove), and the embedded
 // manifest's bytes, nil when absent.
 type layerScan struct {
@@ -87,15 +91,43 @@ func readImage(ctx context.Context, ref string, opts image.BaseOptions, baseDige
 	if len(layers) == 0 {
 		return nil, fmt.Errorf("%s: image has no layers", ref)
 	}
-	rc, err := im.OpenLayer(ctx, layers[len(layers)-1].Digest)
-	if err != nil {
-		return nil, fmt.Errorf("%s: opening the top layer: %w", ref, err)
-	}
-	defer func() { err = errors.Join(err, rc.Close()) }()
-	if in.layer, err = scanLayer(rc); err != nil {
+	if in.layer, err = readLayer(ctx, im, layers[len(layers)-1].Digest); err != nil {
 		return nil, fmt.Errorf("%s: reading the top layer: %w", ref, err)
 	}
+	if i := guardLayer(im); i >= 0 {
+		if in.guard, err = readLayer(ctx, im, layers[i].Digest); err != nil {
+			return nil, fmt.Errorf("%s: reading the revert guard's layer: %w", ref, err)
+		}
+	}
 	return in, nil
+}
+
+// guardLayer returns the index of im's revert guard layer, the one under
+// the top layer whose history entry is guard.LayerHistory (mcbake build
+// puts the guard's files there), or -1 when it has none. A build appends
+// a history entry for each layer it adds, so the last entries are its
+// layers' even when the base's history is incomplete.
+func guardLayer(im *image.Image) int {
+	var created []string // of the layers, the last ones at least
+	for _, h := range im.Config().History {
+		if !h.EmptyLayer {
+			created = append(created, h.CreatedBy)
+		}
+	}
+	n, c := len(im.Layers()), len(created)
+	if n < 2 || c < 2 || created[c-2] != guard.LayerHistory {
+		return -1
+	}
+	return n - 2
+}
+
+func readLayer(ctx context.Context, im *image.Image, d digest.Digest) (_ *layerScan, err error) {
+	rc, err := im.OpenLayer(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, rc.Close()) }()
+	return scanLayer(rc)
 }
 
 // scanLayer reads a (compressed) layer: every entry's metadata and content

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"maps"
 	"slices"
 
 	"fmt"
@@ -74,11 +75,15 @@ func (c *checker) revertGuard() {
 	}
 }
 
-// has reports whether the image holds p: in its top layer, or, for an
-// image built by others, in its indexed tree.
+// has reports whether the image holds p: in its top layer or the revert
+// guard's layer under it, or, for an image built by others, in its
+// indexed tree.
 func (in *imageInput) has(p string) bool {
-	if in.layer != nil {
-		if e, ok := in.layer.entries[p]; ok {
+	for _, l := range []*layerScan{in.layer, in.guard} {
+		if l == nil {
+			continue
+		}
+		if e, ok := l.entries[p]; ok {
 			return e.Type != manifest.Absent
 		}
 	}
@@ -130,11 +135,23 @@ func (c *checker) labelDrift() {
 	}
 }
 
-// layerDrift compares the top layer with the manifest entries. Unrecorded
-// directories are tolerated (a Containerfile build re-declares the base's
-// parent directories); unrecorded files, links and whiteouts are not.
+// layerDrift compares the top layer with the manifest entries, and, when
+// the manifest records mcbake's own files, the revert guard's layer under
+// it too (mcbake build puts them there; an image built on a guard-only
+// image has the base's guard layer there, which is not its own).
+// Unrecorded directories are tolerated (a Containerfile build re-declares
+// the base's parent directories); unrecorded files, links and whiteouts
+// are not.
 func (c *checker) layerDrift() {
 	entries := c.image.layer.entries
+	if g := c.image.guard; g != nil && len(c.image.manifest.Own) > 0 {
+		entries = maps.Clone(entries)
+		for p, e := range g.entries {
+			if _, ok := entries[p]; !ok {
+				entries[p] = e
+			}
+		}
+	}
 	recorded := map[string]bool{}
 	for d := image.ManifestPath; d != "/"; d = path.Dir(d) {
 		recorded[d] = true

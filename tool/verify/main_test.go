@@ -172,7 +172,7 @@ func (e *env) appendImage(baseRef, name string, entries []tarEntry, labels map[s
 	defer b.Close()
 	out := "oci:" + filepath.Join(e.Dir, name) + ":latest"
 	_, err = image.Append(context.Background(), b, out, image.AppendOptions{
-		Layer:  image.NewLayer{Path: blob, Digest: d, DiffID: d, Size: int64(buf.Len()), MediaType: v1.MediaTypeImageLayer, History: "test"},
+		Layers: []image.NewLayer{{Path: blob, Digest: d, DiffID: d, Size: int64(buf.Len()), MediaType: v1.MediaTypeImageLayer, History: "test"}},
 		Labels: labels,
 	}, e.Opts)
 	if err != nil {

@@ -147,7 +147,7 @@ var rules = []Rule{
 	{ID: RuleManifestDrift, Name: "manifest-drift", Severity: Error, Needs: NeedsImage,
 		Summary: "the image's owned files or labels differ from its embedded manifest",
 		Description: "The layered image does not match its own ownership manifest: the io.mcbake.manifest.digest label does not match the embedded manifest; " +
-			"the top layer has no manifest at /usr/share/mcbake/manifest.json, or an invalid one; the top layer's entries differ from the manifest's " +
+			"the top layer has no manifest at /usr/share/mcbake/manifest.json, or an invalid one; the entries of the top layer (and of the revert guard's layer under it) differ from the manifest's " +
 			"(type, mode, uid, gid, content digest, link target; a file, link or whiteout the manifest does not record; a recorded path the layer lacks); " +
 			"the io.mcbake.base.digest or io.mcbake.machineconfigs labels disagree with the manifest; or, with --base when it is the image's own base and the MachineConfigs are the ones baked, " +
 			"a fresh render of the MachineConfigs against the base differs from the embedded manifest. Revert predictions (mcbake diff, plan) trust the manifest, so a drifted image makes them wrong.",
