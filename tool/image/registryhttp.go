@@ -1,6 +1,7 @@
 package image
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -249,7 +250,12 @@ func (c registryClient) fetch(ctx context.Context, u string, d digest.Digest, li
 		return 0, nil, "", err
 	}
 	defer body.Close()
-	b, err := io.ReadAll(io.LimitReader(body, limit+1))
+	var buf bytes.Buffer
+	if n := resp.ContentLength; n > 0 && n <= limit {
+		buf.Grow(int(n) + bytes.MinRead) // read into once, not grown by copies: the index blob is megabytes
+	}
+	_, err = buf.ReadFrom(io.LimitReader(body, limit+1))
+	b := buf.Bytes()
 	if err != nil {
 		return resp.StatusCode, b, "", err
 	}
