@@ -364,8 +364,8 @@ func (o ImageOptions) guardAhead(ctx context.Context, tmp string) *guardAhead {
 }
 
 // take returns the layer written ahead, and its upload (nil: none), when
-// it is the one for own with dirs; nil when it is not, and then stops the
-// upload.
+// it is the one for own with dirs; nil when it is not, and then cancels
+// the upload (stop waits for it).
 func (a *guardAhead) take(ctx context.Context, own []render.Entry, dirs []string) (*layerFile, *image.Upload) {
 	if a == nil {
 		return nil, nil
@@ -376,7 +376,7 @@ func (a *guardAhead) take(ctx context.Context, own []render.Entry, dirs []string
 		return nil, nil
 	}
 	if a.lf == nil || len(own) == 0 || len(a.own) != len(own) || a.own[0].Digest != own[0].Digest || !slices.Equal(dirs, guardDirsAhead) {
-		a.upload.Stop() // not this build's layer: it would only take the copy's bandwidth
+		a.upload.Cancel() // not this build's layer: it would only take the copy's bandwidth (stop waits for it)
 		return nil, nil
 	}
 	return a.lf, a.upload

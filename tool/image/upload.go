@@ -135,6 +135,13 @@ func reportUploaded(progress func(BlobProgress), ahead []*Upload) func(BlobProgr
 	}
 }
 
+// Cancel stops the upload without waiting for it (Stop waits).
+func (u *Upload) Cancel() {
+	if u != nil {
+		u.cancel()
+	}
+}
+
 // Stop stops the upload and waits for it.
 func (u *Upload) Stop() {
 	if u != nil {
