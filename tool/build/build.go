@@ -16,7 +16,6 @@ import (
 	"path"
 	"runtime"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -607,14 +606,18 @@ type newLayer struct {
 }
 
 // guardLayerEntries are the entries of the guard's layer: the guard's
-// own entries and the directories dirs (mode 0755, root's), with the Unix
-// epoch as mtime.
+// own entries and the directories dirs, with the Unix epoch as mtime.
 func guardLayerEntries(own []render.Entry, dirs []string) []tarEntry {
-	var es []render.Entry
-	for _, d := range dirs {
-		es = append(es, render.Entry{Entry: manifest.Entry{Path: d, Type: manifest.Directory, Mode: 0o755}})
+	return layerEntries(append(dirEntries(dirs), own...), nil, time.Unix(0, 0).UTC())
+}
+
+// dirEntries are directories at paths, mode 0755, root's.
+func dirEntries(paths []string) []render.Entry {
+	var out []render.Entry
+	for _, d := range paths {
+		out = append(out, render.Entry{Entry: manifest.Entry{Path: d, Type: manifest.Directory, Mode: 0o755}})
 	}
-	return layerEntries(append(es, own...), nil, time.Unix(0, 0).UTC())
+	return out
 }
 
 // layers are the build's new layers, bottom first (docs/design.md, "The
@@ -632,12 +635,8 @@ func (p *Prepared) layers() ([]newLayer, error) {
 		if err != nil {
 			return nil, err
 		}
-		paths := []string{}
-		for _, d := range dirs {
-			paths = append(paths, d.Path)
-		}
-		out = append(out, newLayer{what: "revert guard", history: guard.LayerHistory, guardDirs: paths,
-			entries: guardLayerEntries(p.Own, paths)})
+		out = append(out, newLayer{what: "revert guard", history: guard.LayerHistory, guardDirs: dirs,
+			entries: guardLayerEntries(p.Own, dirs)})
 	}
 	if p.Manifest == nil && len(p.Rendered.Entries) == 0 {
 		return out, nil
@@ -655,14 +654,14 @@ func (p *Prepared) layers() ([]newLayer, error) {
 		return nil, err
 	}
 	out = append(out, newLayer{what: "MachineConfig", history: "mcbake build: " + strings.Join(p.names(), ","),
-		entries: layerEntries(p.Rendered.Entries, append(dirs, own...), p.Time)})
+		entries: layerEntries(p.Rendered.Entries, append(dirEntries(dirs), own...), p.Time)})
 	return out, nil
 }
 
 // missingParents returns the parent directories of entries that neither
-// the base nor have has (mode 0755, root's), and adds them to have.
-func (p *Prepared) missingParents(entries []render.Entry, have map[string]bool) ([]render.Entry, error) {
-	var out []render.Entry
+// the base nor have has, sorted (never nil), and adds them to have.
+func (p *Prepared) missingParents(entries []render.Entry, have map[string]bool) ([]string, error) {
+	out := []string{}
 	for _, e := range entries {
 		have[e.Path] = true
 		for d := path.Dir(e.Path); d != "/" && !have[d]; d = path.Dir(d) {
@@ -672,10 +671,10 @@ func (p *Prepared) missingParents(entries []render.Entry, have map[string]bool) 
 				break
 			}
 			have[d] = true
-			out = append(out, render.Entry{Entry: manifest.Entry{Path: d, Type: manifest.Directory, Mode: 0o755}})
+			out = append(out, d)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	slices.Sort(out)
 	return out, nil
 }
 

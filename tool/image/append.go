@@ -126,8 +126,7 @@ func Append(ctx context.Context, base *Image, dest string, ao AppendOptions, opt
 // first whether each is there and in three requests each. Not for a copy
 // that signs (withPresent).
 func uploadRest(ctx context.Context, dest types.ImageReference, co *copy.Options, src *appendSource, ahead []*Upload, opts Options) []*Upload {
-	if dest.Transport().Name() != "docker" || dest.DockerReference() == nil ||
-		co.SignBy != "" || co.SignBySigstorePrivateKeyFile != "" || len(co.Signers) > 0 {
+	if dest.Transport().Name() != "docker" || dest.DockerReference() == nil || signs(co) {
 		return nil
 	}
 	var blobs []blobToPut

@@ -38,11 +38,7 @@ var errNotMounted = errors.New("the registry did not mount the blob")
 //
 // It sets ok[i] for each layers[i] mounted.
 func crossMount(ctx context.Context, sys *types.SystemContext, from, to reference.Named, layers []LayerInfo, ok []bool) error {
-	scopes := []string{
-		"repository:" + reference.Path(to) + ":" + transport.PushScope,
-		"repository:" + reference.Path(from) + ":" + transport.PullScope,
-	}
-	client, err := registryHTTP(ctx, sys, to, scopes)
+	client, err := registryHTTP(ctx, sys, to, []string{repoScope(to, transport.PushScope), repoScope(from, transport.PullScope)})
 	if err != nil {
 		return fmt.Errorf("%w: %w", errNoMountClient, err)
 	}
@@ -78,14 +74,9 @@ func mountOne(ctx context.Context, client registryClient, from, to, dgst string)
 	case http.StatusCreated:
 		return nil
 	case http.StatusAccepted:
-		// An upload was started instead: end it, as containers/image does
-		// (distribution may refuse; the session then expires by itself).
+		// An upload was started instead: end it.
 		if loc, err := resp.Location(); err == nil {
-			if del, err := http.NewRequestWithContext(ctx, http.MethodDelete, loc.String(), nil); err == nil {
-				if r, err := client.Do(del); err == nil {
-					r.Body.Close()
-				}
-			}
+			deleteUpload(ctx, client, loc)
 		}
 	}
 	return fmt.Errorf("%w: mounting %s from %s into %s: %s", errNotMounted, dgst, from, to, resp.Status)
@@ -124,7 +115,7 @@ func readyToCopy(ctx context.Context, dest types.ImageReference, co *copy.Option
 // signs: containers/image writes sigstore signatures only through its
 // own destinations, which a wrapper of the public interface hides.
 func withPresent(dest types.ImageReference, co *copy.Options, ahead []*Upload, bases ...*Image) types.ImageReference {
-	if co.SignBy != "" || co.SignBySigstorePrivateKeyFile != "" || len(co.Signers) > 0 || dest.DockerReference() == nil {
+	if signs(co) || dest.DockerReference() == nil {
 		return dest
 	}
 	present := map[digest.Digest]int64{}
@@ -140,7 +131,7 @@ func withPresent(dest types.ImageReference, co *copy.Options, ahead []*Upload, b
 		}
 	}
 	for _, u := range ahead {
-		if u == nil || u.repo != dest.DockerReference().Name() {
+		if u.repo != dest.DockerReference().Name() {
 			continue
 		}
 		select {
@@ -155,6 +146,11 @@ func withPresent(dest types.ImageReference, co *copy.Options, ahead []*Upload, b
 		return dest
 	}
 	return presentRef{dest, present}
+}
+
+// signs reports whether a copy with co signs what it writes.
+func signs(co *copy.Options) bool {
+	return co.SignBy != "" || co.SignBySigstorePrivateKeyFile != "" || len(co.Signers) > 0
 }
 
 // presentRef is a docker:// reference whose destination answers

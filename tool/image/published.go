@@ -453,7 +453,7 @@ func PullIndex(ctx context.Context, repo string, base *Image, format int, opts O
 	// sets up one a reference, each with its own ping); when it cannot
 	// be set up, containers/image reads the tag and the artifacts.
 	var client *registryClient
-	if c, err := registryHTTP(ctx, sys, named, []string{"repository:" + reference.Path(named) + ":" + transport.PullScope}); err == nil {
+	if c, err := registryHTTP(ctx, sys, named, []string{repoScope(named, transport.PullScope)}); err == nil {
 		c.stall = opts.stallTimeout()
 		client = &c
 	} else {

@@ -43,6 +43,12 @@ func (c registryClient) url(path string, query url.Values) string {
 	return u.String()
 }
 
+// repoScope is the token scope for action (transport.PullScope,
+// PushScope) on named's repository.
+func repoScope(named reference.Named, action string) string {
+	return "repository:" + reference.Path(named) + ":" + action
+}
+
 // registryHTTP is an HTTP client for the registry of named that reaches
 // and authenticates to it as containers/image would for named:
 //

@@ -85,7 +85,7 @@ func startUploads(ctx context.Context, sys *types.SystemContext, named reference
 		ups[i] = &Upload{done: make(chan struct{}), cancel: cancel, repo: named.Name(), digest: b.digest, size: b.size}
 	}
 	go func() {
-		client, err := registryHTTP(ctx, sys, named, []string{"repository:" + reference.Path(named) + ":" + transport.PushScope})
+		client, err := registryHTTP(ctx, sys, named, []string{repoScope(named, transport.PushScope)})
 		var wg sync.WaitGroup
 		for i, b := range blobs {
 			u := ups[i]
@@ -225,15 +225,21 @@ func putBlob(ctx context.Context, client registryClient, repo string, b blobToPu
 	return true, nil
 }
 
-// cancelUpload ends the upload session at loc, as containers/image does
-// after a failed upload (a registry may refuse; the session then expires
-// by itself). It does not wait long.
+// cancelUpload ends the upload session at loc (deleteUpload) after a
+// failed upload, whose context may be done: it does not wait long.
 func cancelUpload(client registryClient, loc *url.URL) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	q := loc.Query()
 	q.Del("digest")
 	loc.RawQuery = q.Encode()
+	deleteUpload(ctx, client, loc)
+}
+
+// deleteUpload ends the upload session at loc, as containers/image does
+// with one it does not finish (a registry may refuse; the session then
+// expires by itself).
+func deleteUpload(ctx context.Context, client registryClient, loc *url.URL) {
 	if req, err := http.NewRequestWithContext(ctx, http.MethodDelete, loc.String(), nil); err == nil {
 		if resp, err := client.Do(req); err == nil {
 			resp.Body.Close()
